@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xport — tagged messages between the ranks of a distributed job.
+ *
+ * This is the one public header. It includes no backend header, so a
+ * program that uses xport needs no DPDK, verbs or liburing flags.
+ *
+ * Conventions (they hold for every function below unless it says otherwise):
+ *  - A function returns 0 (or a count) on success and a negative errno-style
+ *    code on failure; xp_strerror() turns a code into text and
+ *    xp_error_detail() gives the last detailed message of the calling thread
+ *    (which rank, peer, tag and communicator were involved).
+ *  - Out-parameters are written only on success.
+ *  - Destroy/release functions accept NULL and return void.
+ *  - A buffer passed to a nonblocking call is lent to the library until its
+ *    request completes. A pooled buffer handed to the user is the user's
+ *    until xp_buf_release().
+ *  - Thread safety: every function may be called from any thread. Each rank
+ *    has one matching engine with one owner at a time; a thread that cannot
+ *    become the owner at once hands its work over through a lock-free queue
+ *    and never waits for a lock (docs/ARCHITECTURE.md).
+ */
+#ifndef XPORT_XPORT_H
+#define XPORT_XPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define XP_VERSION_MAJOR 0
+#define XP_VERSION_MINOR 1
+#define XP_VERSION_PATCH 0
+
+/** Receive from any source rank. */
+#define XP_ANY_SOURCE (-1)
+/** Tag mask that compares every bit: an exact tag match. */
+#define XP_TAG_EXACT UINT64_MAX
+/** Tag mask that compares no bit: any tag. */
+#define XP_TAG_ANY ((uint64_t)0)
+
+/** Wait with the context's default timeout (xp_config_t.timeout_ms). */
+#define XP_TIMEOUT_DEFAULT (-2)
+/** Wait without a deadline. Must be asked for explicitly. */
+#define XP_TIMEOUT_INFINITE (-1)
+
+typedef struct xp_context xp_context_t; /* one rank of a job */
+typedef struct xp_comm xp_comm_t;       /* a communicator: a group and a tag space */
+typedef struct xp_request xp_request_t; /* a nonblocking operation */
+typedef struct xp_buf xp_buf_t;         /* a pooled, registered buffer */
+typedef struct xp_mem xp_mem_t;         /* a memory registration */
+typedef struct xp_local_job xp_local_job_t; /* N ranks as threads of one process */
+
+enum xp_hugepages {
+	XP_HUGEPAGES_AUTO = 0, /* hugetlb pages if the host has them, else ordinary pages */
+	XP_HUGEPAGES_OFF = 1,  /* ordinary pages only */
+	XP_HUGEPAGES_ON = 2,   /* hugetlb pages or fail with -ENOMEM */
+};
+
+/**
+ * Settings of a context. Initialise with xp_config_init(), which applies the
+ * built-in defaults and then the XP_* environment variables named below, and
+ * change fields afterwards if the program wants to override both.
+ */
+typedef struct xp_config {
+	size_t struct_size;          /* set by xp_config_init(); lets the struct grow */
+	int timeout_ms;              /* default wait deadline; XP_TIMEOUT_MS; 30000 */
+	size_t pool_max_bytes;       /* bound on each rank's buffer pool; XP_POOL_MAX_BYTES; 64 MiB */
+	size_t unexpected_max_bytes; /* bound on buffered unexpected payload; XP_UNEXPECTED_MAX_BYTES; 16 MiB */
+	size_t rndv_threshold;       /* messages this long or longer use rendezvous; XP_RNDV_THRESHOLD; 32 KiB */
+	int hugepages;               /* enum xp_hugepages; XP_HUGEPAGES=auto|on|off */
+} xp_config_t;
+
+/** Fills @cfg with defaults and then the XP_* environment. */
+void xp_config_init(xp_config_t *cfg);
+
+/** What a completed operation reports. */
+typedef struct xp_status {
+	int source;     /* sender's rank in the communicator (receives) */
+	uint64_t tag;   /* the message's tag (receives) */
+	size_t length;  /* the real message length, also when it was truncated */
+	int error;      /* 0, or the negative code the operation failed with */
+	xp_buf_t *buf;  /* pooled receives: the buffer holding the message */
+} xp_status_t;
+
+/* ------------------------------------------------------------------------- */
+/* Errors                                                                    */
+
+/** Text for a code returned by any xp_ function (positive or negative). Never NULL. */
+const char *xp_strerror(int code);
+
+/**
+ * The detailed message of the last failed operation completed on the calling
+ * thread (it names rank, peer, tag, communicator), or "" if there is none.
+ * Valid until the thread's next failing xp_ call.
+ */
+const char *xp_error_detail(void);
+
+/* ------------------------------------------------------------------------- */
+/* Contexts and communicators                                                */
+
+/**
+ * Creates the context of this process's rank of a job.
+ * With no launcher variables in the environment (or a size of 1) it creates
+ * a job of one rank. A network job needs a network backend; this build
+ * returns -EPROTONOSUPPORT for one.
+ * Returns 0, -EINVAL (malformed environment), -ENOMEM, -EPROTONOSUPPORT.
+ */
+int xp_init(const xp_config_t *cfg, xp_context_t **ctx);
+
+/** Destroys a context from xp_init(). Ignores NULL and contexts owned by a local job. */
+void xp_finalize(xp_context_t *ctx);
+
+int xp_rank(const xp_context_t *ctx);
+int xp_size(const xp_context_t *ctx);
+
+/** The communicator of all ranks of the job. Never NULL for a valid context. */
+xp_comm_t *xp_comm_world(xp_context_t *ctx);
+int xp_comm_rank(const xp_comm_t *comm);
+int xp_comm_size(const xp_comm_t *comm);
+
+/**
+ * Runs pending work of the calling rank: completions, matching, protocol
+ * steps. Never blocks. Returns how many events it processed (>= 0).
+ */
+int xp_progress(xp_context_t *ctx);
+
+/* ------------------------------------------------------------------------- */
+/* Point-to-point                                                            */
+
+/**
+ * Starts sending @len bytes at @buf to rank @dest of @comm with @tag.
+ * Messages from one rank to another on one communicator that could match the
+ * same receive are matched in the order they were sent.
+ * Returns 0 and a request, -EINVAL (bad rank, NULL buffer with len > 0),
+ * -ENOMEM.
+ */
+int xp_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag,
+	     xp_request_t **req);
+
+/**
+ * Starts a receive into @buf (@cap bytes) of a message from @source
+ * (or XP_ANY_SOURCE) whose tag t satisfies ((t ^ @tag) & @mask) == 0.
+ * A message longer than @cap completes the request with -EMSGSIZE; the status
+ * then holds the real length and the first @cap bytes are delivered.
+ * Returns 0 and a request, -EINVAL, -ENOMEM.
+ */
+int xp_irecv(xp_comm_t *comm, void *buf, size_t cap, int source, uint64_t tag, uint64_t mask,
+	     xp_request_t **req);
+
+/**
+ * Like xp_irecv(), but the message is handed over in a pooled buffer
+ * (status.buf) without a copy into user memory; release it with
+ * xp_buf_release(). If no pooled buffer can hold the message the request
+ * completes with -ENOBUFS and the message stays queued for a later receive.
+ */
+int xp_irecv_buf(xp_comm_t *comm, int source, uint64_t tag, uint64_t mask, xp_request_t **req);
+
+/**
+ * Tests a request without blocking. If the operation has completed, writes
+ * @status (may be NULL), frees the request, sets *@req to NULL and returns 1
+ * on success or the operation's negative code on failure. Returns 0 if it has
+ * not completed. A NULL *@req returns 1 with an empty status.
+ */
+int xp_test(xp_request_t **req, xp_status_t *status);
+
+/**
+ * Waits for a request, at most @timeout_ms milliseconds (XP_TIMEOUT_DEFAULT:
+ * the context's timeout; XP_TIMEOUT_INFINITE: no deadline). When the
+ * deadline passes, the operation is cancelled unless it has already been
+ * matched, and completes with -ETIMEDOUT and a message (xp_error_detail()
+ * and the log) naming this rank, the peer, the tag and the communicator.
+ * Either way the request is freed and *@req set to NULL; @status is written
+ * whenever the operation completed. Returns 0 or the operation's code.
+ */
+int xp_wait(xp_request_t **req, int timeout_ms, xp_status_t *status);
+
+/**
+ * Asks to cancel a pending operation. A receive not yet matched and a
+ * rendezvous send not yet matched complete with -ECANCELED; anything further
+ * along completes normally. The request must still be waited for or tested.
+ */
+int xp_cancel(xp_request_t *req);
+
+/** Blocking send with the context's default timeout. */
+int xp_send(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag);
+
+/** Blocking receive with the context's default timeout; @status may be NULL. */
+int xp_recv(xp_comm_t *comm, void *buf, size_t cap, int source, uint64_t tag, uint64_t mask,
+	    xp_status_t *status);
+
+/** Blocking pooled receive: *@buf holds the message until xp_buf_release(). */
+int xp_recv_buf(xp_comm_t *comm, int source, uint64_t tag, uint64_t mask, xp_buf_t **buf,
+		xp_status_t *status);
+
+/* ------------------------------------------------------------------------- */
+/* Pooled buffers                                                            */
+
+/**
+ * Takes a buffer of at least @size bytes from the rank's registered pool,
+ * for a program that wants to fill a buffer and send it with no further
+ * registration. Returns 0, -ENOBUFS (pool exhausted or @size larger than
+ * the pool allows: back-pressure, try again after releasing buffers).
+ */
+int xp_buf_get(xp_context_t *ctx, size_t size, xp_buf_t **buf);
+void *xp_buf_data(const xp_buf_t *buf);
+/** Bytes of message held (pooled receives) or the size asked for (xp_buf_get). */
+size_t xp_buf_len(const xp_buf_t *buf);
+/** Gives a pooled buffer back; it returns to its pool when the last reference goes. */
+void xp_buf_release(xp_buf_t *buf);
+
+/* ------------------------------------------------------------------------- */
+/* Memory registration                                                       */
+
+/**
+ * Registers [@addr, @addr + @len) once with every backend of the context
+ * that needs registrations (and with backends activated later). Sends and
+ * receives whose buffer lies inside a registration use it instead of
+ * registering on the fly. The memory must stay mapped until deregistered.
+ * Returns 0, -EINVAL, -ENOMEM, or a backend's code.
+ */
+int xp_mem_register(xp_context_t *ctx, void *addr, size_t len, xp_mem_t **mem);
+void xp_mem_deregister(xp_mem_t *mem);
+
+/* ------------------------------------------------------------------------- */
+/* Statistics                                                                */
+
+typedef struct xp_stats {
+	uint64_t sends, recvs;           /* operations completed */
+	uint64_t eager_sends, rndv_sends; /* protocol used by completed sends */
+	uint64_t unexpected_now;         /* messages waiting in the unexpected queue */
+	uint64_t unexpected_bytes_now;   /* payload bytes buffered for them */
+	uint64_t unexpected_bytes_max;   /* high-water mark of that */
+	uint64_t pool_bytes;             /* bytes reserved by the pool */
+	uint64_t pool_bufs_in_use;       /* pooled buffers currently taken */
+	int pool_hugepages;              /* 1 if the pool is backed by hugetlb pages */
+} xp_stats_t;
+
+/** Fills @stats with the rank's counters. */
+int xp_stats(xp_context_t *ctx, xp_stats_t *stats);
+
+/* ------------------------------------------------------------------------- */
+/* In-process ranks                                                          */
+
+/**
+ * Creates a job of @nranks ranks that live in this process, each driven by
+ * the thread(s) the program chooses. They exchange through the same engine
+ * as networked ranks, over lock-free rings.
+ * Returns 0, -EINVAL (nranks < 1 or > 4096), -ENOMEM.
+ */
+int xp_local_job_create(int nranks, const xp_config_t *cfg, xp_local_job_t **job);
+
+/** The context of @rank in @job. Returns 0 or -EINVAL. */
+int xp_local_job_context(xp_local_job_t *job, int rank, xp_context_t **ctx);
+
+/** Destroys the job and all its contexts. No thread may still use them. */
+void xp_local_job_destroy(xp_local_job_t *job);
+
+/**
+ * Creates a local job, runs @fn(ctx, @arg) on one thread per rank, joins
+ * them and destroys the job. Returns 0 if every rank returned 0, else the
+ * first nonzero result in rank order, or a creation error.
+ */
+int xp_local_run(int nranks, const xp_config_t *cfg, int (*fn)(xp_context_t *ctx, void *arg),
+		 void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* XPORT_XPORT_H */

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/* Resolved settings of a context: defaults, then XP_* variables, then the
+ * program's xp_config_t. */
+#ifndef XPI_CONFIG_H
+#define XPI_CONFIG_H
+
+#include <stddef.h>
+
+#include "xport/xport.h"
+
+struct xpi_config {
+	int timeout_ms;
+	size_t pool_max_bytes;
+	size_t unexpected_max_bytes;
+	size_t rndv_threshold;
+	int hugepages;
+};
+
+/* Validates a public config (NULL: defaults and environment). Returns 0 or -EINVAL. */
+int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out);
+
+#endif

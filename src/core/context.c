@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/* Creating and destroying a rank's context; accessors; statistics. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler.h"
+#include "engine.h"
+#include "log.h"
+
+static int pool_hook_reg(void *arg, void *addr, size_t len, void **handle)
+{
+	const struct xpi_tl_slot *t = arg;
+	return t->ops->mem_reg(t->tl, addr, len, handle);
+}
+
+static void pool_hook_dereg(void *arg, void *handle)
+{
+	const struct xpi_tl_slot *t = arg;
+	t->ops->mem_dereg(t->tl, handle);
+}
+
+int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_context_t **out)
+{
+	xp_context_t *ctx = aligned_alloc(64, xpi_align_up(sizeof(*ctx), 64));
+	if (ctx == NULL)
+		return -ENOMEM;
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->rank = rank;
+	ctx->size = size;
+	ctx->cfg = *cfg;
+	xpi_mpsc_init(&ctx->cmdq);
+	xpi_dlist_init(&ctx->regs);
+	ctx->world = (struct xp_comm){ .ctx = ctx, .id = 0, .rank = rank, .size = size };
+
+	int rc = -ENOMEM;
+	ctx->peers = calloc((size_t)size, sizeof(*ctx->peers));
+	if (ctx->peers == NULL)
+		goto err_free_ctx;
+	for (int i = 0; i < size; i++) {
+		xpi_dlist_init(&ctx->peers[i].held);
+		xpi_dlist_init(&ctx->peers[i].pending);
+	}
+	rc = xpi_match_init(&ctx->match);
+	if (rc < 0)
+		goto err_free_peers;
+	rc = xpi_pool_create(cfg->pool_max_bytes, cfg->hugepages, &ctx->pool);
+	if (rc < 0)
+		goto err_fini_match;
+	if (xpi_debug_on("pool"))
+		xpi_log(XPI_LOG_INFO, "rank %d: pool of %zu bytes, %s pages", rank,
+			ctx->pool->reserved_bytes, ctx->pool->huge ? "hugetlb" : "ordinary");
+	*out = ctx;
+	return 0;
+
+err_fini_match:
+	xpi_match_fini(&ctx->match);
+err_free_peers:
+	free(ctx->peers);
+err_free_ctx:
+	free(ctx);
+	return rc;
+}
+
+int xpi_context_add_tl(xp_context_t *ctx, const struct xpi_tl_ops *ops, void *tl)
+{
+	if (ctx->ntls >= XPI_MAX_TL)
+		return -ENOSPC;
+	struct xpi_tl_slot *t = &ctx->tls[ctx->ntls];
+	t->ops = ops;
+	t->tl = tl;
+	/* The pool is registered once with every backend, through its hook. */
+	struct xpi_reg_hook hook = { .reg = pool_hook_reg, .dereg = pool_hook_dereg, .arg = t };
+	int rc = xpi_pool_add_hook(ctx->pool, &hook);
+	if (rc < 0)
+		return rc;
+	ctx->ntls++;
+	return 0;
+}
+
+/* Drops everything still queued. The owner token is not needed: no other
+ * thread may use the context any more. */
+void xpi_context_teardown(xp_context_t *ctx)
+{
+	struct xpi_qnode *node;
+	while ((node = xpi_mpsc_pop(&ctx->cmdq)) != NULL) {
+		struct xpi_cmd *cmd = xpi_container_of(node, struct xpi_cmd, node);
+		if (cmd->type == XPI_CMD_CANCEL)
+			xpi_request_put(xpi_container_of(cmd, xp_request_t, cancel_cmd));
+	}
+	struct xpi_dlink *l;
+	while ((l = xpi_dlist_pop_head(&ctx->match.unexp_all)) != NULL) {
+		struct xpi_msg *m = xpi_container_of(l, struct xpi_msg, u.all_link);
+		xpi_dlist_remove(&m->u.hash_link);
+		if (m->kind == XPI_MSG_BUF)
+			xpi_buf_put(m->buf);
+		else if (m->kind == XPI_MSG_RTS)
+			ctx->tls[m->tl].ops->msg_release(ctx->tls[m->tl].tl, m);
+		free(m);
+	}
+	ctx->match.unexp_count = 0;
+	for (int i = 0; i < ctx->size; i++) {
+		while ((l = xpi_dlist_pop_head(&ctx->peers[i].held)) != NULL) {
+			struct xpi_msg *m = xpi_container_of(l, struct xpi_msg, held_link);
+			if (m->kind == XPI_MSG_BUF)
+				xpi_buf_put(m->buf);
+			else if (m->kind == XPI_MSG_RTS)
+				ctx->tls[m->tl].ops->msg_release(ctx->tls[m->tl].tl, m);
+			free(m);
+		}
+		while ((l = xpi_dlist_pop_head(&ctx->peers[i].pending)) != NULL)
+			xpi_request_complete(xpi_container_of(l, xp_request_t, pending_link),
+					     -ECANCELED);
+	}
+	while ((l = xpi_dlist_pop_head(&ctx->regs)) != NULL) {
+		struct xpi_reg *g = xpi_container_of(l, struct xpi_reg, link);
+		for (int i = 0; i < ctx->ntls; i++)
+			ctx->tls[i].ops->mem_dereg(ctx->tls[i].tl, g->handles[i]);
+		xpi_dlist_init(&g->link); /* the user still owns and frees it */
+	}
+	while (ctx->free_msgs != NULL) {
+		struct xpi_msg *m = ctx->free_msgs;
+		ctx->free_msgs = *(struct xpi_msg **)m;
+		free(m);
+	}
+}
+
+void xpi_context_destroy(xp_context_t *ctx)
+{
+	if (ctx == NULL)
+		return;
+	xpi_pool_destroy(ctx->pool);
+	xpi_match_fini(&ctx->match);
+	free(ctx->peers);
+	free(ctx);
+}
+
+XPI_EXPORT int xp_rank(const xp_context_t *ctx)
+{
+	return ctx != NULL ? ctx->rank : -EINVAL;
+}
+
+XPI_EXPORT int xp_size(const xp_context_t *ctx)
+{
+	return ctx != NULL ? ctx->size : -EINVAL;
+}
+
+XPI_EXPORT xp_comm_t *xp_comm_world(xp_context_t *ctx)
+{
+	return ctx != NULL ? &ctx->world : NULL;
+}
+
+XPI_EXPORT int xp_comm_rank(const xp_comm_t *comm)
+{
+	return comm != NULL ? comm->rank : -EINVAL;
+}
+
+XPI_EXPORT int xp_comm_size(const xp_comm_t *comm)
+{
+	return comm != NULL ? comm->size : -EINVAL;
+}
+
+XPI_EXPORT int xp_progress(xp_context_t *ctx)
+{
+	if (ctx == NULL)
+		return -EINVAL;
+	if (!xpi_owner_try_acquire(ctx))
+		return 0; /* another thread is running this rank's engine */
+	int n = xpi_engine_run(ctx);
+	return n + xpi_owner_release(ctx);
+}
+
+XPI_EXPORT int xp_stats(xp_context_t *ctx, xp_stats_t *st)
+{
+	if (ctx == NULL || st == NULL)
+		return -EINVAL;
+	xp_stats_t s = {
+		.sends = atomic_load_explicit(&ctx->st_sends, memory_order_relaxed),
+		.recvs = atomic_load_explicit(&ctx->st_recvs, memory_order_relaxed),
+		.eager_sends = atomic_load_explicit(&ctx->st_eager, memory_order_relaxed),
+		.rndv_sends = atomic_load_explicit(&ctx->st_rndv, memory_order_relaxed),
+		.unexpected_now = atomic_load_explicit(&ctx->st_unexp_now, memory_order_relaxed),
+		.unexpected_bytes_now =
+			atomic_load_explicit(&ctx->st_unexp_bytes_now, memory_order_relaxed),
+		.unexpected_bytes_max =
+			atomic_load_explicit(&ctx->st_unexp_bytes_max, memory_order_relaxed),
+		.pool_bytes = ctx->pool->reserved_bytes,
+		.pool_bufs_in_use = (uint64_t)atomic_load(&ctx->pool->in_use),
+		.pool_hugepages = ctx->pool->huge,
+	};
+	*st = s;
+	return 0;
+}

@@ -1,0 +1,562 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The owner's side of a rank: the owner token, the command queue, and what
+ * happens to a message from its arrival to the completion of the receive
+ * that takes it. Everything below except xpi_engine_submit() and
+ * xpi_owner_release() runs with the token held.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler.h"
+#include "engine.h"
+#include "log.h"
+
+/* How a receive and a message got on (see take_message). */
+enum take_result {
+	TAKE_CONSUMED, /* the receive has the message (or is fetching it) */
+	TAKE_KEEP,     /* the receive failed (-ENOBUFS); the message stays queued */
+	TAKE_DROPPED,  /* the sender withdrew the message; the receive is untouched */
+};
+
+static void run_cmd(xp_context_t *ctx, struct xpi_cmd *cmd);
+
+static int drain_cmdq(xp_context_t *ctx)
+{
+	int n = 0;
+	struct xpi_qnode *node;
+	while ((node = xpi_mpsc_pop(&ctx->cmdq)) != NULL) {
+		run_cmd(ctx, xpi_container_of(node, struct xpi_cmd, node));
+		n++;
+	}
+	return n;
+}
+
+int xpi_engine_run(xp_context_t *ctx)
+{
+	int n = drain_cmdq(ctx);
+	n += xpi_engine_retry_pending(ctx);
+	for (int i = 0; i < ctx->ntls; i++)
+		n += ctx->tls[i].ops->progress(ctx->tls[i].tl);
+	return n;
+}
+
+int xpi_owner_release(xp_context_t *ctx)
+{
+	int n = 0;
+	for (;;) {
+		/* seq_cst store then seq_cst load of the queue tail: pairs with
+		 * the seq_cst exchange in xpi_mpsc_push, so either the producer
+		 * sees the token free or we see its command. */
+		atomic_store_explicit(&ctx->owner, 0, memory_order_seq_cst);
+		if (!xpi_mpsc_maybe_nonempty(&ctx->cmdq) || !xpi_owner_try_acquire(ctx))
+			return n;
+		n += drain_cmdq(ctx);
+	}
+}
+
+void xpi_engine_submit(xp_context_t *ctx, struct xpi_cmd *cmd)
+{
+	if (xpi_owner_try_acquire(ctx)) {
+		/* Older commands first, so one thread's operations keep their order. */
+		drain_cmdq(ctx);
+		run_cmd(ctx, cmd);
+		xpi_owner_release(ctx);
+		return;
+	}
+	xpi_mpsc_push(&ctx->cmdq, &cmd->node);
+	if (xpi_owner_try_acquire(ctx)) {
+		drain_cmdq(ctx);
+		xpi_owner_release(ctx);
+	}
+}
+
+/* ------------------------------------------------------------------------- */
+/* Message descriptors                                                       */
+
+struct xpi_msg *xpi_msg_alloc(xp_context_t *ctx)
+{
+	struct xpi_msg *m = ctx->free_msgs;
+	if (m != NULL) {
+		ctx->free_msgs = *(struct xpi_msg **)m;
+		return m;
+	}
+	return malloc(sizeof(*m));
+}
+
+void xpi_msg_free(xp_context_t *ctx, struct xpi_msg *m)
+{
+	*(struct xpi_msg **)m = ctx->free_msgs;
+	ctx->free_msgs = m;
+}
+
+/* Copies a transient message into an owned descriptor. NULL if out of memory. */
+static struct xpi_msg *msg_clone(xp_context_t *ctx, const struct xpi_msg *src)
+{
+	struct xpi_msg *m = xpi_msg_alloc(ctx);
+	if (m == NULL)
+		return NULL;
+	*m = *src;
+	if (src->kind == XPI_MSG_INLINE) {
+		if (src->len != 0)
+			memcpy(m->store, src->data, src->len);
+		m->data = m->store;
+	}
+	return m;
+}
+
+static inline bool msg_is_eager(const struct xpi_msg *m)
+{
+	return m->kind != XPI_MSG_RTS;
+}
+
+static void stat_add(_Atomic uint64_t *c, int64_t v)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + (uint64_t)v,
+			      memory_order_relaxed);
+}
+
+static void unexp_account(xp_context_t *ctx, const struct xpi_msg *m, int dir)
+{
+	ctx->peers[m->u.key.src].unexp_count += (uint32_t)dir;
+	stat_add(&ctx->st_unexp_now, dir);
+	if (!msg_is_eager(m))
+		return;
+	stat_add(&ctx->st_unexp_bytes_now, dir * (int64_t)m->len);
+	uint64_t now = atomic_load_explicit(&ctx->st_unexp_bytes_now, memory_order_relaxed);
+	if (now > atomic_load_explicit(&ctx->st_unexp_bytes_max, memory_order_relaxed))
+		atomic_store_explicit(&ctx->st_unexp_bytes_max, now, memory_order_relaxed);
+}
+
+/* Releases what a message holds without delivering it. */
+static void msg_discard(xp_context_t *ctx, struct xpi_msg *m)
+{
+	if (m->kind == XPI_MSG_BUF && m->buf != NULL)
+		xpi_buf_put(m->buf);
+	else if (m->kind == XPI_MSG_RTS)
+		ctx->tls[m->tl].ops->msg_release(ctx->tls[m->tl].tl, m);
+	if (msg_is_eager(m))
+		atomic_fetch_sub_explicit(&ctx->eager_bytes, (int64_t)m->len + XPI_UNEXP_OVERHEAD,
+					  memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Completing receives                                                       */
+
+static const char *op_name(const xp_request_t *r)
+{
+	switch (r->op) {
+	case XPI_OP_SEND: return "xp_send";
+	case XPI_OP_RECV: return "xp_recv";
+	default: return "xp_recv_buf";
+	}
+}
+
+static void set_truncation_detail(xp_context_t *ctx, xp_request_t *r)
+{
+	xpi_request_set_detail(r,
+			       "rank %d: %s from rank %d tag 0x%llx on communicator %u: message of "
+			       "%zu bytes truncated to the %zu-byte receive buffer",
+			       ctx->rank, op_name(r), r->status.source,
+			       (unsigned long long)r->status.tag, r->comm, r->status.length, r->len);
+}
+
+static void finish_recv(xp_context_t *ctx, xp_request_t *r, int err)
+{
+	if (err == 0 && r->op == XPI_OP_RECV && r->status.length > r->len) {
+		err = -EMSGSIZE;
+		set_truncation_detail(ctx, r);
+	}
+	stat_add(&ctx->st_recvs, 1);
+	xpi_request_complete(r, err);
+}
+
+/*
+ * Gives message @m to receive @r. Eager payloads are copied (or, for
+ * pooled receives, handed over); rendezvous payloads are fetched by the
+ * transport straight into the receive buffer.
+ */
+static enum take_result take_message(xp_context_t *ctx, xp_request_t *r, struct xpi_msg *m)
+{
+	struct xp_buf *pb = NULL;
+
+	r->status.source = m->u.key.src;
+	r->status.tag = m->u.key.tag;
+	r->status.length = m->len;
+
+	if (r->op == XPI_OP_RECV_BUF && !(m->kind == XPI_MSG_BUF)) {
+		if (xpi_pool_get(ctx->pool, m->len, &pb) < 0) {
+			xpi_request_set_detail(r,
+					       "rank %d: xp_recv_buf from rank %d tag 0x%llx: no pooled "
+					       "buffer of %llu bytes is free; the message stays queued",
+					       ctx->rank, m->u.key.src, (unsigned long long)m->u.key.tag,
+					       (unsigned long long)m->len);
+			stat_add(&ctx->st_recvs, 1);
+			xpi_request_complete(r, -ENOBUFS);
+			return TAKE_KEEP;
+		}
+		pb->len = m->len;
+	}
+
+	if (m->kind == XPI_MSG_RTS) {
+		void *dst = pb != NULL ? pb->data : r->buf;
+		size_t cap = pb != NULL ? m->len : (r->len < m->len ? r->len : m->len);
+		r->status.buf = pb;
+		const struct xpi_tl_slot *t = &ctx->tls[m->tl];
+		int rc = t->ops->rndv_fetch(t->tl, m, dst, cap, r);
+		if (rc == -ECANCELED) {
+			r->status.buf = NULL;
+			if (pb != NULL)
+				xpi_buf_put(pb);
+			return TAKE_DROPPED;
+		}
+		if (rc != 1) /* 1: the transport calls xpi_engine_rndv_done() later */
+			xpi_engine_rndv_done(ctx, r, rc);
+		return TAKE_CONSUMED;
+	}
+
+	const void *src = m->kind == XPI_MSG_INLINE ? m->data : m->buf->data;
+	if (r->op == XPI_OP_RECV_BUF) {
+		if (m->kind == XPI_MSG_BUF) {
+			pb = m->buf; /* zero copy: the sender filled our pool's buffer */
+			pb->len = m->len;
+		} else if (m->len != 0) {
+			memcpy(pb->data, src, m->len);
+		}
+		r->status.buf = pb;
+	} else {
+		size_t n = m->len < r->len ? m->len : r->len;
+		if (n != 0)
+			memcpy(r->buf, src, n);
+		if (m->kind == XPI_MSG_BUF)
+			xpi_buf_put(m->buf);
+	}
+	atomic_fetch_sub_explicit(&ctx->eager_bytes, (int64_t)m->len + XPI_UNEXP_OVERHEAD,
+				  memory_order_relaxed);
+	finish_recv(ctx, r, 0);
+	return TAKE_CONSUMED;
+}
+
+void xpi_engine_rndv_done(xp_context_t *ctx, xp_request_t *r, int err)
+{
+	if (err < 0 && r->status.buf != NULL) {
+		xpi_buf_put(r->status.buf);
+		r->status.buf = NULL;
+	}
+	finish_recv(ctx, r, err);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Arrivals                                                                  */
+
+/* Matches an in-order message against posted receives, or queues it. */
+static void deliver_in_order(xp_context_t *ctx, struct xpi_msg *m, bool owned)
+{
+	struct xpi_peer *peer = &ctx->peers[m->u.key.src];
+	peer->nrecvd++;
+	peer->last_recvd_tag = m->u.key.tag;
+
+	struct xpi_posted *p;
+	while ((p = xpi_match_arrive(&ctx->match, &m->u.key)) != NULL) {
+		xp_request_t *r = xpi_container_of(p, xp_request_t, posted);
+		enum take_result res = take_message(ctx, r, m);
+		if (res == TAKE_CONSUMED) {
+			if (owned)
+				xpi_msg_free(ctx, m);
+			return;
+		}
+		if (res == TAKE_DROPPED) {
+			xpi_match_repost(&ctx->match, p);
+			if (owned)
+				xpi_msg_free(ctx, m);
+			return;
+		}
+		/* TAKE_KEEP: that receive failed; another may still take it. */
+	}
+	if (!owned) {
+		struct xpi_msg *copy = msg_clone(ctx, m);
+		if (copy == NULL) {
+			xpi_log(XPI_LOG_ERROR,
+				"rank %d: out of memory queueing a message from rank %d tag 0x%llx; "
+				"dropped",
+				ctx->rank, m->u.key.src, (unsigned long long)m->u.key.tag);
+			msg_discard(ctx, m);
+			return;
+		}
+		m = copy;
+	}
+	xpi_match_add_unexpected(&ctx->match, &m->u);
+	unexp_account(ctx, m, +1);
+}
+
+void xpi_engine_deliver(xp_context_t *ctx, struct xpi_msg *msg)
+{
+	struct xpi_peer *peer = &ctx->peers[msg->u.key.src];
+	int32_t ahead = (int32_t)(msg->peer_seq - peer->recv_seq);
+
+	if (xpi_unlikely(ahead != 0)) {
+		if (ahead < 0) {
+			xpi_log(XPI_LOG_WARN, "rank %d: duplicate message %u from rank %d dropped",
+				ctx->rank, msg->peer_seq, msg->u.key.src);
+			msg_discard(ctx, msg);
+			return;
+		}
+		/* Early: hold it, sorted by sequence number, until the gap fills. */
+		struct xpi_msg *copy = msg_clone(ctx, msg);
+		if (copy == NULL) {
+			xpi_log(XPI_LOG_ERROR, "rank %d: out of memory holding an early message",
+				ctx->rank);
+			msg_discard(ctx, msg);
+			return;
+		}
+		struct xpi_dlink *pos;
+		xpi_dlist_for_each (pos, &peer->held) {
+			struct xpi_msg *h = xpi_container_of(pos, struct xpi_msg, held_link);
+			if ((int32_t)(h->peer_seq - copy->peer_seq) > 0)
+				break;
+		}
+		xpi_dlist_push_tail(pos, &copy->held_link);
+		return;
+	}
+	deliver_in_order(ctx, msg, false);
+	peer->recv_seq++;
+	while (!xpi_dlist_empty(&peer->held)) {
+		struct xpi_msg *h = xpi_container_of(peer->held.next, struct xpi_msg, held_link);
+		if (h->peer_seq != peer->recv_seq)
+			break;
+		xpi_dlist_remove(&h->held_link);
+		deliver_in_order(ctx, h, true);
+		peer->recv_seq++;
+	}
+}
+
+/* ------------------------------------------------------------------------- */
+/* Posting                                                                   */
+
+static void exec_recv(xp_context_t *ctx, xp_request_t *r)
+{
+	r->posted.key.comm = r->comm;
+	r->posted.key.src = r->peer;
+	r->posted.key.tag = r->tag;
+	r->posted.key.mask = r->mask;
+	for (;;) {
+		struct xpi_unexp *u = xpi_match_post(&ctx->match, &r->posted);
+		if (u == NULL)
+			return; /* queued */
+		struct xpi_msg *m = xpi_container_of(u, struct xpi_msg, u);
+		unexp_account(ctx, m, -1);
+		enum take_result res = take_message(ctx, r, m);
+		if (res == TAKE_CONSUMED) {
+			xpi_msg_free(ctx, m);
+			return;
+		}
+		if (res == TAKE_KEEP) {
+			xpi_match_return_unexpected(&ctx->match, &m->u);
+			unexp_account(ctx, m, +1);
+			return;
+		}
+		xpi_msg_free(ctx, m); /* withdrawn by its sender: look again */
+	}
+}
+
+static const struct xpi_reg *find_reg(xp_context_t *ctx, const void *buf, size_t len)
+{
+	struct xpi_dlink *pos;
+	const uint8_t *b = buf;
+	xpi_dlist_for_each (pos, &ctx->regs) {
+		const struct xpi_reg *g = xpi_container_of(pos, struct xpi_reg, link);
+		if (b >= g->addr && len <= g->len && (size_t)(b - g->addr) <= g->len - len)
+			return g;
+	}
+	return NULL;
+}
+
+/* Tries to hand a send to its transport. Returns -EAGAIN if it must wait. */
+static int try_send(xp_context_t *ctx, xp_request_t *r)
+{
+	struct xpi_peer *peer = &ctx->peers[r->peer];
+	const struct xpi_tl_slot *t = &ctx->tls[peer->tl];
+	struct xpi_msg_hdr h = {
+		.comm = r->comm,
+		.src = ctx->rank,
+		.tag = r->tag,
+		.len = r->len,
+		.peer_seq = peer->send_seq,
+	};
+	int rc;
+
+	if (r->proto == XPI_PROTO_NONE)
+		r->proto = r->len < ctx->cfg.rndv_threshold ? XPI_PROTO_EAGER : XPI_PROTO_RNDV;
+	if (r->proto == XPI_PROTO_EAGER) {
+		rc = t->ops->send_eager(t->tl, r->peer, &h, r->buf);
+		if (rc == 0) {
+			peer->send_seq++;
+			peer->nsent++;
+			peer->last_sent_tag = r->tag;
+			stat_add(&ctx->st_eager, 1);
+			stat_add(&ctx->st_sends, 1);
+			xpi_request_complete(r, 0);
+			return 0;
+		}
+		if (rc != -ENOBUFS)
+			goto out;
+		/* The receiver's unexpected buffer is full: keep the payload here. */
+		r->proto = XPI_PROTO_RNDV;
+	}
+	rc = t->ops->send_rts(t->tl, r->peer, &h, r, find_reg(ctx, r->buf, r->len));
+	if (rc == 0) {
+		peer->send_seq++;
+		peer->nsent++;
+		peer->last_sent_tag = r->tag;
+		stat_add(&ctx->st_rndv, 1);
+		stat_add(&ctx->st_sends, 1);
+		return 0;
+	}
+out:
+	if (rc == -EAGAIN)
+		return rc;
+	xpi_request_set_detail(r, "rank %d: xp_send to rank %d tag 0x%llx on communicator %u: %s",
+			       ctx->rank, r->peer, (unsigned long long)r->tag, r->comm,
+			       xp_strerror(rc));
+	xpi_request_complete(r, rc);
+	return 0;
+}
+
+static void exec_send(xp_context_t *ctx, xp_request_t *r)
+{
+	struct xpi_peer *peer = &ctx->peers[r->peer];
+	if (!xpi_dlist_empty(&peer->pending) || try_send(ctx, r) == -EAGAIN)
+		xpi_dlist_push_tail(&peer->pending, &r->pending_link);
+}
+
+int xpi_engine_retry_pending(xp_context_t *ctx)
+{
+	int n = 0;
+	for (int i = 0; i < ctx->size; i++) {
+		struct xpi_peer *peer = &ctx->peers[i];
+		while (!xpi_dlist_empty(&peer->pending)) {
+			xp_request_t *r = xpi_container_of(peer->pending.next, xp_request_t,
+							   pending_link);
+			if (try_send(ctx, r) == -EAGAIN)
+				break;
+			xpi_dlist_remove(&r->pending_link);
+			n++;
+		}
+	}
+	return n;
+}
+
+void xpi_engine_exec_post(xp_context_t *ctx, xp_request_t *r)
+{
+	if (r->op == XPI_OP_SEND)
+		exec_send(ctx, r);
+	else
+		exec_recv(ctx, r);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Cancelling and timeouts                                                   */
+
+static void describe_peer(xp_context_t *ctx, int peer, char *out, size_t len)
+{
+	if (peer < 0) {
+		snprintf(out, len, "%u unexpected messages are queued from all ranks",
+			 ctx->match.unexp_count);
+		return;
+	}
+	const struct xpi_peer *p = &ctx->peers[peer];
+	snprintf(out, len,
+		 "with rank %d so far: %llu messages sent (last tag 0x%llx), %llu received "
+		 "(last tag 0x%llx), %u of them unexpected and still queued",
+		 peer, (unsigned long long)p->nsent, (unsigned long long)p->last_sent_tag,
+		 (unsigned long long)p->nrecvd, (unsigned long long)p->last_recvd_tag,
+		 p->unexp_count);
+}
+
+static void set_cancel_detail(xp_context_t *ctx, xp_request_t *r, int reason)
+{
+	char peer_text[32], history[256];
+	if (r->peer < 0)
+		snprintf(peer_text, sizeof(peer_text), "any rank");
+	else
+		snprintf(peer_text, sizeof(peer_text), "rank %d", r->peer);
+	describe_peer(ctx, r->peer, history, sizeof(history));
+	if (reason == -ETIMEDOUT)
+		xpi_request_set_detail(
+			r,
+			"rank %d: %s %s %s tag 0x%llx mask 0x%llx on communicator %u timed out "
+			"after %lld ms with no matching %s; the peers are probably not running "
+			"the same sequence of operations (%s)",
+			ctx->rank, op_name(r), r->op == XPI_OP_SEND ? "to" : "from", peer_text,
+			(unsigned long long)r->tag, (unsigned long long)r->mask, r->comm,
+			(long long)r->waited_ms, r->op == XPI_OP_SEND ? "receive" : "message",
+			history);
+	else
+		xpi_request_set_detail(r, "rank %d: %s %s %s tag 0x%llx on communicator %u cancelled",
+				       ctx->rank, op_name(r), r->op == XPI_OP_SEND ? "to" : "from",
+				       peer_text, (unsigned long long)r->tag, r->comm);
+}
+
+void xpi_engine_exec_cancel(xp_context_t *ctx, xp_request_t *r)
+{
+	int reason = atomic_load_explicit(&r->cancel_reason, memory_order_relaxed);
+	if (xpi_request_done(r))
+		return;
+	if (r->op != XPI_OP_SEND) {
+		if (!xpi_match_cancel(&ctx->match, &r->posted))
+			return; /* already matched: it completes normally */
+	} else if (r->pending_link.next != &r->pending_link) {
+		xpi_dlist_remove(&r->pending_link);
+	} else if (r->proto == XPI_PROTO_RNDV) {
+		const struct xpi_tl_slot *t = &ctx->tls[ctx->peers[r->peer].tl];
+		if (t->ops->send_cancel(t->tl, r) != 0)
+			return; /* the receiver has it: it completes normally */
+	} else {
+		return;
+	}
+	set_cancel_detail(ctx, r, reason);
+	xpi_request_complete(r, reason);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Commands                                                                  */
+
+static void exec_mem_add(xp_context_t *ctx, struct xpi_reg *g)
+{
+	xpi_dlist_push_tail(&ctx->regs, &g->link);
+}
+
+static void exec_mem_del(xp_context_t *ctx, struct xpi_reg *g)
+{
+	if (g->link.next != NULL && g->link.next != &g->link)
+		xpi_dlist_remove(&g->link);
+	for (int i = 0; i < ctx->ntls; i++)
+		ctx->tls[i].ops->mem_dereg(ctx->tls[i].tl, g->handles[i]);
+	free(g);
+}
+
+static void run_cmd(xp_context_t *ctx, struct xpi_cmd *cmd)
+{
+	switch (cmd->type) {
+	case XPI_CMD_POST:
+		xpi_engine_exec_post(ctx, xpi_container_of(cmd, xp_request_t, post_cmd));
+		break;
+	case XPI_CMD_CANCEL: {
+		xp_request_t *r = xpi_container_of(cmd, xp_request_t, cancel_cmd);
+		xpi_engine_exec_cancel(ctx, r);
+		xpi_request_put(r); /* the reference the cancel command held */
+		break;
+	}
+	case XPI_CMD_MEM_ADD:
+		exec_mem_add(ctx, xpi_container_of(cmd, struct xpi_reg, cmd));
+		break;
+	case XPI_CMD_MEM_DEL:
+		exec_mem_del(ctx, xpi_container_of(cmd, struct xpi_reg, del_cmd));
+		break;
+	default:
+		cmd->run(ctx, cmd); /* XPI_CMD_TL */
+		break;
+	}
+}

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine of one rank: its context, requests, per-peer state, and the
+ * functions backends call. Library-internal (prefix xpi_).
+ *
+ * Ownership. Everything marked "owner" is touched only by the thread that
+ * currently holds the rank's owner token (ctx->owner). Taking the token is
+ * one atomic exchange that never waits: a thread that finds it taken pushes
+ * its work onto ctx->cmdq and leaves; the holder drains cmdq before it lets
+ * go, and looks again after letting go, so work is never stranded.
+ */
+#ifndef XPI_ENGINE_H
+#define XPI_ENGINE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "xport/xport.h"
+#include "config.h"
+#include "dlist.h"
+#include "match.h"
+#include "mpsc.h"
+#include "pool.h"
+#include "transport.h"
+
+#define XPI_INLINE_MAX 32
+#define XPI_MAX_TL 4
+/* What one buffered unexpected message costs beyond its payload. */
+#define XPI_UNEXP_OVERHEAD 64
+
+enum xpi_op { XPI_OP_SEND = 1, XPI_OP_RECV, XPI_OP_RECV_BUF };
+enum xpi_cmd_type { XPI_CMD_POST = 1, XPI_CMD_CANCEL, XPI_CMD_MEM_ADD, XPI_CMD_MEM_DEL, XPI_CMD_TL };
+enum xpi_proto { XPI_PROTO_NONE = 0, XPI_PROTO_EAGER, XPI_PROTO_RNDV };
+enum xpi_msg_kind { XPI_MSG_INLINE = 1, XPI_MSG_BUF, XPI_MSG_RTS };
+/* Rendezvous send states, for transports that withdraw by compare-and-swap. */
+enum xpi_rndv_state { XPI_RNDV_PENDING = 0, XPI_RNDV_CLAIMED, XPI_RNDV_WITHDRAWN };
+
+struct xp_context;
+struct xpi_cmd {
+	struct xpi_qnode node;
+	uint8_t type;
+	/* XPI_CMD_TL only: what the owner runs for a transport's command. */
+	void (*run)(struct xp_context *ctx, struct xpi_cmd *cmd);
+};
+
+struct xp_request {
+	struct xpi_cmd post_cmd;
+	struct xpi_cmd cancel_cmd;
+	struct xpi_posted posted;      /* receives: owner */
+	struct xpi_dlink pending_link; /* sends waiting for room: owner */
+	xp_context_t *ctx;
+	uint32_t comm;
+	int peer; /* destination, or source / XP_ANY_SOURCE */
+	uint64_t tag, mask;
+	void *buf;
+	size_t len; /* send length or receive capacity */
+	uint8_t op;
+	uint8_t proto;
+	_Atomic int cancel_reason;    /* 0, -ETIMEDOUT or -ECANCELED: asked for */
+	_Atomic int rndv_state;       /* enum xpi_rndv_state */
+	_Atomic int refs;
+	_Atomic int complete;
+	int waited_ms;                /* the wait that timed out, for its message */
+	xp_status_t status;
+	char *detail;                 /* error text, owned */
+};
+
+/* A message as the engine sees it: transient when a transport delivers it,
+ * owned (copied out of transport memory) while it waits unexpected or out
+ * of order. */
+struct xpi_msg {
+	struct xpi_unexp u;   /* match key; links while unexpected */
+	struct xpi_dlink held_link;
+	uint8_t kind;         /* enum xpi_msg_kind */
+	uint8_t tl;           /* transport that delivered it */
+	uint32_t peer_seq;
+	uint64_t len;
+	const void *data;     /* XPI_MSG_INLINE: the payload (len bytes) */
+	struct xp_buf *buf;   /* XPI_MSG_BUF: pooled buffer holding the payload */
+	void *rndv;           /* XPI_MSG_RTS: transport's remote descriptor */
+	uint8_t store[XPI_INLINE_MAX];
+};
+
+struct xpi_peer {
+	uint32_t send_seq;             /* next sequence number to this peer */
+	uint32_t recv_seq;             /* next expected from this peer */
+	struct xpi_dlink held;         /* early arrivals, by sequence number */
+	struct xpi_dlink pending;      /* sends waiting for transport room */
+	uint8_t tl;                    /* transport serving this peer */
+	/* Diagnostics for timeout messages. */
+	uint64_t nsent, nrecvd;
+	uint64_t last_sent_tag, last_recvd_tag;
+	uint32_t unexp_count;
+};
+
+struct xpi_reg {
+	struct xpi_cmd cmd;     /* adds it to the owner's list */
+	struct xpi_cmd del_cmd; /* removes and frees it */
+	struct xpi_dlink link; /* ctx->regs: owner */
+	xp_context_t *ctx;
+	uint8_t *addr;
+	size_t len;
+	void *handles[XPI_MAX_TL];
+};
+
+struct xp_mem {
+	struct xpi_reg reg;
+};
+
+struct xp_comm {
+	xp_context_t *ctx;
+	uint32_t id;
+	int rank, size;
+};
+
+struct xpi_tl_slot {
+	const struct xpi_tl_ops *ops;
+	void *tl;
+};
+
+struct xp_context {
+	_Alignas(64) _Atomic int owner;
+	_Alignas(64) struct xpi_mpsc cmdq;
+	/* Eager payload bytes (plus overhead) senders have put in flight to this
+	 * rank and it has not yet matched. Senders reserve here before an eager
+	 * send (xpi_engine_eager_reserve); the owner gives back on match. */
+	_Alignas(64) _Atomic int64_t eager_bytes;
+	int rank, size;
+	struct xpi_config cfg;
+	struct xpi_pool *pool;
+	struct xpi_match match;                  /* owner */
+	struct xpi_peer *peers;                  /* owner */
+	struct xpi_tl_slot tls[XPI_MAX_TL];
+	int ntls;
+	struct xpi_dlink regs;                   /* owner */
+	struct xp_comm world;
+	struct xpi_msg *free_msgs;               /* owner: descriptor cache */
+	void *local_job;                         /* set if a local job owns this context */
+	bool owned_by_job;
+	/* Statistics: written by the owner, read by anyone. */
+	_Atomic uint64_t st_sends, st_recvs, st_eager, st_rndv;
+	_Atomic uint64_t st_unexp_now, st_unexp_bytes_now, st_unexp_bytes_max;
+};
+
+/* --- context --- */
+int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_context_t **out);
+/* Drops what is still queued (before the transports go). */
+void xpi_context_teardown(xp_context_t *ctx);
+void xpi_context_destroy(xp_context_t *ctx);
+int xpi_context_add_tl(xp_context_t *ctx, const struct xpi_tl_ops *ops, void *tl);
+
+static inline bool xpi_owner_try_acquire(xp_context_t *ctx)
+{
+	return atomic_load_explicit(&ctx->owner, memory_order_relaxed) == 0 &&
+	       atomic_exchange_explicit(&ctx->owner, 1, memory_order_acquire) == 0;
+}
+
+/* Runs owned work (drains cmdq, retries pending sends, polls transports).
+ * Caller holds the token. Returns events. */
+int xpi_engine_run(xp_context_t *ctx);
+
+/* Lets go of the token; takes it back and runs again while work was handed
+ * over meanwhile. Returns the events run after the first release. */
+int xpi_owner_release(xp_context_t *ctx);
+
+/* Hands a command to the owner, running it at once if the token is free. */
+void xpi_engine_submit(xp_context_t *ctx, struct xpi_cmd *cmd);
+
+/* --- requests --- */
+xp_request_t *xpi_request_new(xp_context_t *ctx, uint8_t op);
+static inline void xpi_request_get(xp_request_t *r)
+{
+	atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+}
+void xpi_request_put(xp_request_t *r);
+/* Completes once; any thread. @err is 0 or a negative code. */
+void xpi_request_complete(xp_request_t *r, int err);
+static inline bool xpi_request_done(const xp_request_t *r)
+{
+	return atomic_load_explicit(&r->complete, memory_order_acquire) != 0;
+}
+/* Sets r->detail from a printf format. */
+void xpi_request_set_detail(xp_request_t *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* --- called by the owner's p2p code --- */
+void xpi_engine_exec_post(xp_context_t *ctx, xp_request_t *r);
+void xpi_engine_exec_cancel(xp_context_t *ctx, xp_request_t *r);
+int xpi_engine_retry_pending(xp_context_t *ctx);
+
+/* --- called by transports (owner) --- */
+
+/* A message arrived from msg->u.key.src. The engine copies what it keeps. */
+void xpi_engine_deliver(xp_context_t *ctx, struct xpi_msg *msg);
+
+/* A rendezvous fetch that returned 1 has ended with @err (0 or <0). */
+void xpi_engine_rndv_done(xp_context_t *ctx, xp_request_t *rreq, int err);
+
+/* --- eager credit: the receiver's unexpected-buffer bound --- */
+
+/* Any thread (a sender's transport). Returns false if the receiver @ctx
+ * would exceed its bound: the sender must use rendezvous. */
+static inline bool xpi_engine_eager_reserve(xp_context_t *ctx, uint64_t len)
+{
+	int64_t cost = (int64_t)len + XPI_UNEXP_OVERHEAD;
+	int64_t prev = atomic_fetch_add_explicit(&ctx->eager_bytes, cost, memory_order_relaxed);
+	if (prev + cost > (int64_t)ctx->cfg.unexpected_max_bytes) {
+		atomic_fetch_sub_explicit(&ctx->eager_bytes, cost, memory_order_relaxed);
+		return false;
+	}
+	return true;
+}
+
+/* Gives back a reservation whose send did not happen. */
+static inline void xpi_engine_eager_unreserve(xp_context_t *ctx, uint64_t len)
+{
+	atomic_fetch_sub_explicit(&ctx->eager_bytes, (int64_t)len + XPI_UNEXP_OVERHEAD,
+				  memory_order_relaxed);
+}
+
+/* --- descriptors --- */
+struct xpi_msg *xpi_msg_alloc(xp_context_t *ctx);
+void xpi_msg_free(xp_context_t *ctx, struct xpi_msg *m);
+
+/* --- logging of failures --- */
+void xpi_set_thread_detail(const char *text);
+
+#endif

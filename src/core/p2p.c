@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/* The public point-to-point calls: posting, testing, waiting, cancelling. */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "clock.h"
+#include "compiler.h"
+#include "engine.h"
+#include "log.h"
+
+static int check_rank(const xp_comm_t *comm, int rank, bool any_ok)
+{
+	if (any_ok && rank == XP_ANY_SOURCE)
+		return 0;
+	return rank >= 0 && rank < comm->size ? 0 : -EINVAL;
+}
+
+XPI_EXPORT int xp_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag,
+			xp_request_t **req)
+{
+	if (comm == NULL || req == NULL || (buf == NULL && len != 0) ||
+	    check_rank(comm, dest, false) < 0)
+		return -EINVAL;
+	xp_request_t *r = xpi_request_new(comm->ctx, XPI_OP_SEND);
+	if (r == NULL)
+		return -ENOMEM;
+	r->comm = comm->id;
+	r->peer = dest;
+	r->tag = tag;
+	r->mask = XP_TAG_EXACT;
+	r->buf = (void *)buf; /* lent to us until the request completes; never written */
+	r->len = len;
+	*req = r;
+	xpi_engine_submit(comm->ctx, &r->post_cmd);
+	return 0;
+}
+
+static int post_recv(xp_comm_t *comm, uint8_t op, void *buf, size_t cap, int source,
+		     uint64_t tag, uint64_t mask, xp_request_t **req)
+{
+	if (comm == NULL || req == NULL || check_rank(comm, source, true) < 0 ||
+	    (op == XPI_OP_RECV && buf == NULL && cap != 0))
+		return -EINVAL;
+	xp_request_t *r = xpi_request_new(comm->ctx, op);
+	if (r == NULL)
+		return -ENOMEM;
+	r->comm = comm->id;
+	r->peer = source;
+	r->tag = tag;
+	r->mask = mask;
+	r->buf = buf;
+	r->len = cap;
+	*req = r;
+	xpi_engine_submit(comm->ctx, &r->post_cmd);
+	return 0;
+}
+
+XPI_EXPORT int xp_irecv(xp_comm_t *comm, void *buf, size_t cap, int source, uint64_t tag,
+			uint64_t mask, xp_request_t **req)
+{
+	return post_recv(comm, XPI_OP_RECV, buf, cap, source, tag, mask, req);
+}
+
+XPI_EXPORT int xp_irecv_buf(xp_comm_t *comm, int source, uint64_t tag, uint64_t mask,
+			    xp_request_t **req)
+{
+	return post_recv(comm, XPI_OP_RECV_BUF, NULL, 0, source, tag, mask, req);
+}
+
+/* Asks the owner to cancel @r for @reason, once. */
+static void request_cancel(xp_request_t *r, int reason)
+{
+	int expected = 0;
+	if (!atomic_compare_exchange_strong(&r->cancel_reason, &expected, reason))
+		return; /* already asked */
+	xpi_request_get(r); /* held by the queued command */
+	xpi_engine_submit(r->ctx, &r->cancel_cmd);
+}
+
+XPI_EXPORT int xp_cancel(xp_request_t *req)
+{
+	if (req == NULL)
+		return -EINVAL;
+	request_cancel(req, -ECANCELED);
+	return 0;
+}
+
+/* Hands a completed request's result to the caller and frees it. */
+static int finish(xp_request_t **reqp, xp_status_t *status)
+{
+	xp_request_t *r = *reqp;
+	int err = r->status.error;
+	if (status != NULL)
+		*status = r->status;
+	else if (r->status.buf != NULL)
+		xpi_buf_put(r->status.buf); /* nobody can take it: give it back */
+	if (err != 0) {
+		xpi_set_thread_detail(r->detail != NULL ? r->detail : xp_strerror(err));
+		if ((err == -ETIMEDOUT || err == -ECONNRESET) && r->detail != NULL)
+			xpi_log(XPI_LOG_ERROR, "%s", r->detail);
+	}
+	*reqp = NULL;
+	xpi_request_put(r);
+	return err;
+}
+
+XPI_EXPORT int xp_test(xp_request_t **reqp, xp_status_t *status)
+{
+	if (reqp == NULL)
+		return -EINVAL;
+	if (*reqp == NULL) {
+		if (status != NULL)
+			*status = (xp_status_t){ .source = XP_ANY_SOURCE };
+		return 1;
+	}
+	xp_request_t *r = *reqp;
+	if (!xpi_request_done(r)) {
+		xp_progress(r->ctx);
+		if (!xpi_request_done(r))
+			return 0;
+	}
+	int err = finish(reqp, status);
+	return err != 0 ? err : 1;
+}
+
+/* Spinning wins here by 10-20 us a message (waking a halted vCPU is that
+ * slow), but with more ranks than cores a spinner steals the peer's core:
+ * spin a while, then yield the CPU on every idle round. */
+#define SPIN_BEFORE_YIELD 2000
+
+XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
+{
+	if (reqp == NULL || timeout_ms < XP_TIMEOUT_DEFAULT)
+		return -EINVAL;
+	if (*reqp == NULL) {
+		if (status != NULL)
+			*status = (xp_status_t){ .source = XP_ANY_SOURCE };
+		return 0;
+	}
+	xp_request_t *r = *reqp;
+	xp_context_t *ctx = r->ctx;
+	if (timeout_ms == XP_TIMEOUT_DEFAULT)
+		timeout_ms = ctx->cfg.timeout_ms;
+	int64_t deadline = timeout_ms == XP_TIMEOUT_INFINITE
+				   ? INT64_MAX
+				   : xpi_now_ns() + (int64_t)timeout_ms * 1000000;
+	unsigned idle = 0;
+
+	while (!xpi_request_done(r)) {
+		if (xp_progress(ctx) > 0) {
+			idle = 0;
+			continue;
+		}
+		if (xpi_request_done(r))
+			break;
+		if (++idle < SPIN_BEFORE_YIELD)
+			xpi_cpu_relax();
+		else
+			sched_yield();
+		if ((idle & 15) == 0 && deadline != INT64_MAX && xpi_now_ns() >= deadline) {
+			r->waited_ms = timeout_ms;
+			request_cancel(r, -ETIMEDOUT);
+			deadline = INT64_MAX; /* the cancel ends the wait, soon and surely */
+		}
+	}
+	return finish(reqp, status);
+}
+
+XPI_EXPORT int xp_send(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag)
+{
+	xp_request_t *r;
+	int rc = xp_isend(comm, buf, len, dest, tag, &r);
+	if (rc < 0)
+		return rc;
+	return xp_wait(&r, XP_TIMEOUT_DEFAULT, NULL);
+}
+
+XPI_EXPORT int xp_recv(xp_comm_t *comm, void *buf, size_t cap, int source, uint64_t tag,
+		       uint64_t mask, xp_status_t *status)
+{
+	xp_request_t *r;
+	int rc = xp_irecv(comm, buf, cap, source, tag, mask, &r);
+	if (rc < 0)
+		return rc;
+	return xp_wait(&r, XP_TIMEOUT_DEFAULT, status);
+}
+
+XPI_EXPORT int xp_recv_buf(xp_comm_t *comm, int source, uint64_t tag, uint64_t mask,
+			   xp_buf_t **buf, xp_status_t *status)
+{
+	if (buf == NULL)
+		return -EINVAL;
+	xp_request_t *r;
+	xp_status_t st;
+	int rc = xp_irecv_buf(comm, source, tag, mask, &r);
+	if (rc < 0)
+		return rc;
+	rc = xp_wait(&r, XP_TIMEOUT_DEFAULT, &st);
+	if (status != NULL)
+		*status = st;
+	if (rc == 0)
+		*buf = st.buf;
+	return rc;
+}

@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "xport/xport.h"
+#include "compiler.h"
+#include "pool.h"
+
+#define HUGE_PAGE_SIZE (2u << 20)
+/* More buffers than this in one class buy nothing but descriptor memory. */
+#define MAX_BUFS_PER_CLASS 16384u
+
+static const size_t class_sizes[XPI_POOL_NCLASSES] = { 256, 2048, 16384, 131072, 1048576 };
+
+/* Maps @len bytes, with hugetlb pages if asked and possible. */
+static void *map_region(size_t *len, int hugepages, bool *huge)
+{
+	void *p;
+
+	if (hugepages != XP_HUGEPAGES_OFF) {
+		size_t hlen = xpi_align_up(*len, HUGE_PAGE_SIZE);
+		/* No MAP_NORESERVE here: with it the map succeeds even when no
+		 * huge page is free, and the first touch dies of SIGBUS. Without
+		 * it the kernel reserves the pages now or fails the map. */
+		p = mmap(NULL, hlen, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+		if (p != MAP_FAILED) {
+			*len = hlen;
+			*huge = true;
+			return p;
+		}
+		if (hugepages == XP_HUGEPAGES_ON)
+			return NULL;
+	}
+	/* Ordinary pages; MAP_NORESERVE so an unused bound costs nothing. */
+	p = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		 -1, 0);
+	*huge = false;
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void unregister_class(struct xpi_pool *pool, struct xpi_pool_class *c)
+{
+	int nhooks = atomic_load(&pool->nhooks);
+	for (int h = 0; h < nhooks; h++) {
+		if (c->handles[h] != NULL && pool->hooks[h].dereg != NULL)
+			pool->hooks[h].dereg(pool->hooks[h].arg, c->handles[h]);
+		c->handles[h] = NULL;
+	}
+}
+
+void xpi_pool_destroy(struct xpi_pool *pool)
+{
+	if (pool == NULL)
+		return;
+	for (int i = 0; i < XPI_POOL_NCLASSES; i++) {
+		struct xpi_pool_class *c = &pool->cls[i];
+		unregister_class(pool, c);
+		if (c->base != NULL)
+			munmap(c->base, c->map_len);
+		free(c->bufs);
+		xpi_mpmc_ring_fini(&c->free);
+	}
+	free(pool);
+}
+
+static int init_class(struct xpi_pool *pool, struct xpi_pool_class *c, size_t buf_size,
+		      size_t budget, int hugepages)
+{
+	size_t n = budget / buf_size;
+	if (n < 1)
+		n = 1;
+	if (n > MAX_BUFS_PER_CLASS)
+		n = MAX_BUFS_PER_CLASS;
+	c->buf_size = buf_size;
+	c->count = (uint32_t)n;
+	c->map_len = n * buf_size;
+	c->base = map_region(&c->map_len, hugepages, &c->huge);
+	if (c->base == NULL)
+		return -ENOMEM;
+	c->bufs = calloc(n, sizeof(*c->bufs));
+	if (c->bufs == NULL)
+		return -ENOMEM;
+	int rc = xpi_mpmc_ring_init(&c->free, xpi_next_pow2_u32(c->count));
+	if (rc < 0)
+		return rc;
+	for (uint32_t i = 0; i < c->count; i++) {
+		struct xp_buf *b = &c->bufs[i];
+		b->pool = pool;
+		b->data = c->base + (size_t)i * buf_size;
+		b->cap = buf_size;
+		b->index = i;
+		b->cls = (uint8_t)(c - pool->cls);
+		xpi_mpmc_ring_push(&c->free, i);
+	}
+	pool->reserved_bytes += c->map_len;
+	return 0;
+}
+
+int xpi_pool_create(size_t max_bytes, int hugepages, struct xpi_pool **out)
+{
+	if (max_bytes == 0 || hugepages < XP_HUGEPAGES_AUTO || hugepages > XP_HUGEPAGES_ON)
+		return -EINVAL;
+	struct xpi_pool *pool = calloc(1, sizeof(*pool));
+	if (pool == NULL)
+		return -ENOMEM;
+	pool->max_bytes = max_bytes;
+	pool->huge = true;
+	/* Half of the bound goes to the classes, the rest to large buffers. */
+	size_t budget = max_bytes / 2 / XPI_POOL_NCLASSES;
+	for (int i = 0; i < XPI_POOL_NCLASSES; i++) {
+		int rc = init_class(pool, &pool->cls[i], class_sizes[i], budget, hugepages);
+		if (rc < 0) {
+			xpi_pool_destroy(pool);
+			return rc;
+		}
+		pool->huge = pool->huge && pool->cls[i].huge;
+	}
+	*out = pool;
+	return 0;
+}
+
+int xpi_pool_add_hook(struct xpi_pool *pool, const struct xpi_reg_hook *hook)
+{
+	int h = atomic_load(&pool->nhooks);
+	if (h >= XPI_POOL_MAX_HOOKS)
+		return -ENOSPC;
+	for (int i = 0; i < XPI_POOL_NCLASSES; i++) {
+		struct xpi_pool_class *c = &pool->cls[i];
+		int rc = hook->reg(hook->arg, c->base, c->map_len, &c->handles[h]);
+		if (rc < 0) {
+			while (--i >= 0) {
+				hook->dereg(hook->arg, pool->cls[i].handles[h]);
+				pool->cls[i].handles[h] = NULL;
+			}
+			return rc;
+		}
+	}
+	pool->hooks[h] = *hook;
+	atomic_store(&pool->nhooks, h + 1);
+	return 0;
+}
+
+size_t xpi_pool_largest_class(const struct xpi_pool *pool)
+{
+	return pool->cls[XPI_POOL_NCLASSES - 1].buf_size;
+}
+
+static int get_large(struct xpi_pool *pool, size_t size, struct xp_buf **out)
+{
+	size_t len = xpi_align_up(size, 4096);
+	size_t budget = pool->max_bytes > pool->reserved_bytes ? pool->max_bytes - pool->reserved_bytes
+							       : 0;
+	size_t prev = atomic_fetch_add(&pool->large_bytes, len);
+	if (prev + len > budget) {
+		atomic_fetch_sub(&pool->large_bytes, len);
+		return -ENOBUFS;
+	}
+	struct xp_buf *b = calloc(1, sizeof(*b));
+	bool huge;
+	void *mem = b != NULL ? map_region(&len, XP_HUGEPAGES_OFF, &huge) : NULL;
+	if (mem == NULL) {
+		free(b);
+		atomic_fetch_sub(&pool->large_bytes, xpi_align_up(size, 4096));
+		return -ENOBUFS;
+	}
+	b->pool = pool;
+	b->data = mem;
+	b->cap = len;
+	b->cls = XPI_POOL_LARGE_CLASS;
+	int nhooks = atomic_load(&pool->nhooks);
+	for (int h = 0; h < nhooks; h++) {
+		int rc = pool->hooks[h].reg(pool->hooks[h].arg, mem, len, &b->large_handles[h]);
+		if (rc < 0) {
+			while (--h >= 0)
+				pool->hooks[h].dereg(pool->hooks[h].arg, b->large_handles[h]);
+			munmap(mem, len);
+			free(b);
+			atomic_fetch_sub(&pool->large_bytes, len);
+			return rc;
+		}
+	}
+	atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&pool->in_use, 1, memory_order_relaxed);
+	*out = b;
+	return 0;
+}
+
+int xpi_pool_get(struct xpi_pool *pool, size_t size, struct xp_buf **out)
+{
+	for (int i = 0; i < XPI_POOL_NCLASSES; i++) {
+		struct xpi_pool_class *c = &pool->cls[i];
+		if (size > c->buf_size)
+			continue;
+		uint32_t idx;
+		if (!xpi_mpmc_ring_pop(&c->free, &idx))
+			return -ENOBUFS; /* back-pressure: do not borrow a bigger class */
+		struct xp_buf *b = &c->bufs[idx];
+		atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
+		b->len = size;
+		atomic_fetch_add_explicit(&pool->in_use, 1, memory_order_relaxed);
+		*out = b;
+		return 0;
+	}
+	return get_large(pool, size, out);
+}
+
+void xpi_buf_put(struct xp_buf *b)
+{
+	if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	struct xpi_pool *pool = b->pool;
+	atomic_fetch_sub_explicit(&pool->in_use, 1, memory_order_relaxed);
+	if (b->cls == XPI_POOL_LARGE_CLASS) {
+		int nhooks = atomic_load(&pool->nhooks);
+		for (int h = 0; h < nhooks; h++)
+			if (pool->hooks[h].dereg != NULL)
+				pool->hooks[h].dereg(pool->hooks[h].arg, b->large_handles[h]);
+		munmap(b->data, b->cap);
+		atomic_fetch_sub(&pool->large_bytes, b->cap);
+		free(b);
+		return;
+	}
+	/* Cannot fail: the ring holds every index of the class. */
+	xpi_mpmc_ring_push(&pool->cls[b->cls].free, b->index);
+}
+
+void *xpi_buf_handle(const struct xp_buf *b, int hook)
+{
+	if (hook < 0 || hook >= XPI_POOL_MAX_HOOKS)
+		return NULL;
+	if (b->cls == XPI_POOL_LARGE_CLASS)
+		return b->large_handles[hook];
+	return b->pool->cls[b->cls].handles[hook];
+}

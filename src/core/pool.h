@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Registered memory pools: size-classed buffers carved from a few large
+ * regions that are mapped once (hugetlb pages when the host has them) and
+ * registered once with every backend through its mem_register hook.
+ *
+ * Threads: get and put may run on any thread at once (free lists are
+ * lock-free MPMC rings). Buffers are refcounted; the last release puts a
+ * buffer back on its class's free list. The pool never grows past its bound:
+ * an empty class is back-pressure (-ENOBUFS), never a new allocation.
+ * Messages larger than the largest class get a dedicated mapping charged to
+ * the same byte bound.
+ */
+#ifndef XPI_POOL_H
+#define XPI_POOL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mpmc_ring.h"
+
+#define XPI_POOL_NCLASSES 5
+#define XPI_POOL_LARGE_CLASS 0xffu
+
+struct xpi_pool;
+
+/* One registration of one region with one backend (see transport.h). */
+struct xpi_reg_hook {
+	/* Registers [addr, addr+len); returns 0 and an opaque handle, or <0. */
+	int (*reg)(void *arg, void *addr, size_t len, void **handle);
+	void (*dereg)(void *arg, void *handle);
+	void *arg;
+};
+
+#define XPI_POOL_MAX_HOOKS 4
+
+struct xp_buf {
+	struct xpi_pool *pool;
+	uint8_t *data;
+	size_t cap;
+	size_t len;
+	_Atomic uint32_t refs;
+	uint32_t index;  /* within its class */
+	uint8_t cls;     /* class, or XPI_POOL_LARGE_CLASS */
+	void *large_handles[XPI_POOL_MAX_HOOKS]; /* registrations of a large buffer */
+};
+
+struct xpi_pool_class {
+	size_t buf_size;
+	uint32_t count;
+	uint8_t *base;     /* count * buf_size bytes */
+	size_t map_len;
+	bool huge;
+	struct xp_buf *bufs;
+	struct xpi_mpmc_ring free;
+	void *handles[XPI_POOL_MAX_HOOKS];
+};
+
+struct xpi_pool {
+	struct xpi_pool_class cls[XPI_POOL_NCLASSES];
+	size_t max_bytes;
+	size_t reserved_bytes;           /* what the classes mapped */
+	_Atomic size_t large_bytes;      /* dedicated mappings now alive */
+	_Atomic int64_t in_use;
+	struct xpi_reg_hook hooks[XPI_POOL_MAX_HOOKS];
+	_Atomic int nhooks;
+	bool huge;
+};
+
+/*
+ * Creates a pool bounded by @max_bytes (at least one buffer per class).
+ * @hugepages is enum xp_hugepages. Returns 0, -EINVAL, -ENOMEM.
+ */
+int xpi_pool_create(size_t max_bytes, int hugepages, struct xpi_pool **out);
+void xpi_pool_destroy(struct xpi_pool *pool);
+
+/*
+ * Registers every region of the pool with a backend's hook and remembers
+ * the hook for large buffers mapped later. Not thread-safe against itself;
+ * called while a context is being set up. Returns 0 or the hook's error.
+ */
+int xpi_pool_add_hook(struct xpi_pool *pool, const struct xpi_reg_hook *hook);
+
+/* The smallest buffer of at least @size bytes. Returns 0 or -ENOBUFS. */
+int xpi_pool_get(struct xpi_pool *pool, size_t size, struct xp_buf **out);
+
+/* Adds a reference. */
+static inline void xpi_buf_retain(struct xp_buf *b)
+{
+	atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+}
+
+/* Drops a reference; the last one returns the buffer to its pool. */
+void xpi_buf_put(struct xp_buf *b);
+
+/* The registration handle of the buffer for hook number @hook. */
+void *xpi_buf_handle(const struct xp_buf *b, int hook);
+
+size_t xpi_pool_largest_class(const struct xpi_pool *pool);
+
+#endif

@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/* The in-process transport's ops (see inproc.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/compiler.h"
+#include "inproc.h"
+#include "job.h"
+#include "ring.h"
+
+/* Runs on the consumer's owner: starts polling a new incoming ring. */
+static void ring_announced(xp_context_t *ctx, struct xpi_cmd *cmd)
+{
+	struct xpi_ring *ring = xpi_container_of(cmd, struct xpi_ring, announce);
+	struct xpi_inproc *ip = ctx->tls[0].tl;
+	ip->in[ip->nin++] = ring;
+	(void)ctx;
+}
+
+static struct xpi_ring *ring_to(struct xpi_inproc *ip, int peer)
+{
+	struct xpi_ring *ring = ip->out[peer];
+	if (xpi_likely(ring != NULL))
+		return ring;
+	ring = aligned_alloc(64, sizeof(*ring));
+	if (ring == NULL)
+		return NULL;
+	memset(ring, 0, sizeof(*ring));
+	ring->src = ip->rank;
+	ring->dst = peer;
+	ring->announce.type = XPI_CMD_TL;
+	ring->announce.run = ring_announced;
+	ip->out[peer] = ring;
+	ip->job->rings[(size_t)ip->rank * (size_t)ip->job->n + (size_t)peer] = ring;
+	/* Only pushed, not run here: running the peer's engine from this thread
+	 * would nest two ranks' engines on one stack. The peer's next progress
+	 * call picks it up. */
+	xpi_mpsc_push(&ip->job->ctxs[peer]->cmdq, &ring->announce.node);
+	return ring;
+}
+
+/* A free slot of the ring to @peer, or NULL if it is full (or not there). */
+static struct xpi_slot *slot_claim(struct xpi_inproc *ip, int peer, struct xpi_ring **out)
+{
+	struct xpi_ring *ring = ring_to(ip, peer);
+	if (xpi_unlikely(ring == NULL))
+		return NULL;
+	if (ring->prod_pos - ring->prod_head_cache >= XPI_RING_SLOTS) {
+		ring->prod_head_cache = atomic_load_explicit(&ring->head_pub, memory_order_acquire);
+		if (ring->prod_pos - ring->prod_head_cache >= XPI_RING_SLOTS)
+			return NULL;
+	}
+	*out = ring;
+	return &ring->slots[ring->prod_pos & (XPI_RING_SLOTS - 1)];
+}
+
+static void slot_publish(struct xpi_ring *ring, struct xpi_slot *s, const struct xpi_msg_hdr *h,
+			 uint8_t kind)
+{
+	s->kind = kind;
+	s->comm = h->comm;
+	s->peer_seq = h->peer_seq;
+	s->tag = h->tag;
+	s->len = h->len;
+	atomic_store_explicit(&s->seq, ring->prod_pos + 1, memory_order_release);
+	ring->prod_pos++;
+}
+
+static int inproc_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, const void *data)
+{
+	struct xpi_inproc *ip = tlp;
+	struct xpi_ring *ring;
+	struct xpi_slot *s = slot_claim(ip, peer, &ring);
+	if (s == NULL)
+		return ring_to(ip, peer) == NULL ? -ENOMEM : -EAGAIN;
+
+	xp_context_t *dst = ip->job->ctxs[peer];
+	if (!xpi_engine_eager_reserve(dst, h->len))
+		return -ENOBUFS;
+	if (h->len <= XPI_INLINE_MAX) {
+		if (h->len != 0)
+			memcpy(s->u.data, data, h->len);
+		slot_publish(ring, s, h, XPI_MSG_INLINE);
+		return 0;
+	}
+	struct xp_buf *b;
+	if (xpi_pool_get(dst->pool, h->len, &b) < 0) {
+		xpi_engine_eager_unreserve(dst, h->len);
+		return -ENOBUFS;
+	}
+	memcpy(b->data, data, h->len);
+	b->len = h->len;
+	s->u.buf = b;
+	slot_publish(ring, s, h, XPI_MSG_BUF);
+	return 0;
+}
+
+static int inproc_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
+			   const struct xpi_reg *reg)
+{
+	struct xpi_inproc *ip = tlp;
+	struct xpi_ring *ring;
+	struct xpi_slot *s = slot_claim(ip, peer, &ring);
+	if (s == NULL)
+		return ring_to(ip, peer) == NULL ? -ENOMEM : -EAGAIN;
+	if (reg != NULL)
+		atomic_fetch_add_explicit(&ip->rts_registered, 1, memory_order_relaxed);
+	xpi_request_get(sreq); /* dropped when the receiver fetches or drops it */
+	s->u.sreq = sreq;
+	slot_publish(ring, s, h, XPI_MSG_RTS);
+	return 0;
+}
+
+static int inproc_send_cancel(void *tlp, xp_request_t *sreq)
+{
+	(void)tlp;
+	int expected = XPI_RNDV_PENDING;
+	if (atomic_compare_exchange_strong(&sreq->rndv_state, &expected, XPI_RNDV_WITHDRAWN))
+		return 0;
+	return -EBUSY;
+}
+
+static int inproc_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
+			     xp_request_t *rreq)
+{
+	(void)tlp;
+	(void)rreq;
+	xp_request_t *sreq = msg->rndv;
+	int expected = XPI_RNDV_PENDING;
+	if (!atomic_compare_exchange_strong(&sreq->rndv_state, &expected, XPI_RNDV_CLAIMED)) {
+		xpi_request_put(sreq); /* withdrawn by its sender */
+		return -ECANCELED;
+	}
+	if (cap != 0)
+		memcpy(dst, sreq->buf, cap); /* the one copy of a rendezvous message */
+	xpi_request_complete(sreq, 0);
+	xpi_request_put(sreq);
+	return 0;
+}
+
+static void inproc_msg_release(void *tlp, struct xpi_msg *msg)
+{
+	(void)tlp;
+	if (msg->kind == XPI_MSG_RTS)
+		xpi_request_put(msg->rndv);
+}
+
+/* Polls at most this many slots of one ring per call, so one busy peer
+ * cannot starve the others. */
+#define POLL_BATCH 64
+
+static int poll_ring(struct xpi_inproc *ip, struct xpi_ring *ring)
+{
+	int n = 0;
+	for (; n < POLL_BATCH; n++) {
+		struct xpi_slot *s = &ring->slots[ring->cons_pos & (XPI_RING_SLOTS - 1)];
+		if (atomic_load_explicit(&s->seq, memory_order_acquire) != ring->cons_pos + 1)
+			break;
+		struct xpi_msg m = {
+			.u.key = { .comm = s->comm, .src = ring->src, .tag = s->tag },
+			.kind = s->kind,
+			.tl = 0,
+			.peer_seq = s->peer_seq,
+			.len = s->len,
+		};
+		if (s->kind == XPI_MSG_INLINE)
+			m.data = s->u.data;
+		else if (s->kind == XPI_MSG_BUF)
+			m.buf = s->u.buf;
+		else
+			m.rndv = s->u.sreq;
+		xpi_engine_deliver(ip->ctx, &m);
+		ring->cons_pos++;
+	}
+	/* Publish progress when the ring ran dry or a quarter was read. */
+	if (ring->cons_pos != ring->cons_published &&
+	    (n < POLL_BATCH || ring->cons_pos - ring->cons_published >= XPI_RING_SLOTS / 4)) {
+		atomic_store_explicit(&ring->head_pub, ring->cons_pos, memory_order_release);
+		ring->cons_published = ring->cons_pos;
+	}
+	return n;
+}
+
+static int inproc_progress(void *tlp)
+{
+	struct xpi_inproc *ip = tlp;
+	int n = 0;
+	for (int i = 0; i < ip->nin; i++)
+		n += poll_ring(ip, ip->in[i]);
+	return n;
+}
+
+static void inproc_destroy(void *tlp)
+{
+	(void)tlp; /* the job frees rings and instances (job.c) */
+}
+
+/* Threads of one process need no keys to reach each other's memory; the
+ * handle just remembers the region, and the count lets tests see that the
+ * core hands every registration to the backend exactly once. */
+struct inproc_region {
+	void *addr;
+	size_t len;
+};
+
+static int inproc_mem_reg(void *tlp, void *addr, size_t len, void **handle)
+{
+	struct xpi_inproc *ip = tlp;
+	struct inproc_region *g = malloc(sizeof(*g));
+	if (g == NULL)
+		return -ENOMEM;
+	g->addr = addr;
+	g->len = len;
+	atomic_fetch_add(&ip->regs_live, 1);
+	*handle = g;
+	return 0;
+}
+
+static void inproc_mem_dereg(void *tlp, void *handle)
+{
+	struct xpi_inproc *ip = tlp;
+	if (handle == NULL)
+		return;
+	atomic_fetch_sub(&ip->regs_live, 1);
+	free(handle);
+}
+
+const struct xpi_tl_ops xpi_inproc_ops = {
+	.name = "inproc",
+	.mem_reg = inproc_mem_reg,
+	.mem_dereg = inproc_mem_dereg,
+	.send_eager = inproc_send_eager,
+	.send_rts = inproc_send_rts,
+	.send_cancel = inproc_send_cancel,
+	.rndv_fetch = inproc_rndv_fetch,
+	.msg_release = inproc_msg_release,
+	.progress = inproc_progress,
+	.destroy = inproc_destroy,
+};
+
+/* Releases what unread slots of a ring hold (job teardown). */
+void xpi_ring_drain(struct xpi_ring *ring)
+{
+	while (atomic_load(&ring->slots[ring->cons_pos & (XPI_RING_SLOTS - 1)].seq) ==
+	       ring->cons_pos + 1) {
+		struct xpi_slot *s = &ring->slots[ring->cons_pos & (XPI_RING_SLOTS - 1)];
+		if (s->kind == XPI_MSG_BUF)
+			xpi_buf_put(s->u.buf);
+		else if (s->kind == XPI_MSG_RTS)
+			xpi_request_put(s->u.sreq);
+		ring->cons_pos++;
+	}
+}

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/* Local jobs: creating N in-process ranks, running a function on each. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/compiler.h"
+#include "inproc.h"
+#include "job.h"
+#include "ring.h"
+
+#define MAX_LOCAL_RANKS 4096
+
+static void job_free(struct xp_local_job *job)
+{
+	int n = job->n;
+	/* Queued messages hold buffers of other ranks' pools and references to
+	 * other ranks' requests: release all of them before any pool goes. */
+	for (int i = 0; i < n; i++)
+		if (job->ctxs[i] != NULL)
+			xpi_context_teardown(job->ctxs[i]);
+	if (job->rings != NULL) {
+		for (size_t i = 0; i < (size_t)n * (size_t)n; i++) {
+			if (job->rings[i] != NULL) {
+				xpi_ring_drain(job->rings[i]);
+				free(job->rings[i]);
+			}
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		xpi_context_destroy(job->ctxs[i]);
+		if (job->tls != NULL) {
+			free(job->tls[i].out);
+			free(job->tls[i].in);
+		}
+	}
+	free(job->rings);
+	free(job->tls);
+	free(job->ctxs);
+	free(job);
+}
+
+int xpi_local_job_create(int n, const struct xpi_config *cfg, xp_local_job_t **out)
+{
+	if (n < 1 || n > MAX_LOCAL_RANKS)
+		return -EINVAL;
+	struct xp_local_job *job = calloc(1, sizeof(*job));
+	if (job == NULL)
+		return -ENOMEM;
+	job->n = n;
+	job->ctxs = calloc((size_t)n, sizeof(*job->ctxs));
+	job->tls = calloc((size_t)n, sizeof(*job->tls));
+	job->rings = calloc((size_t)n * (size_t)n, sizeof(*job->rings));
+	int rc = -ENOMEM;
+	if (job->ctxs == NULL || job->tls == NULL || job->rings == NULL)
+		goto fail;
+	for (int i = 0; i < n; i++) {
+		struct xpi_inproc *ip = &job->tls[i];
+		ip->job = job;
+		ip->rank = i;
+		ip->out = calloc((size_t)n, sizeof(*ip->out));
+		ip->in = calloc((size_t)n, sizeof(*ip->in));
+		if (ip->out == NULL || ip->in == NULL)
+			goto fail;
+		rc = xpi_context_create(i, n, cfg, &job->ctxs[i]);
+		if (rc < 0)
+			goto fail;
+		ip->ctx = job->ctxs[i];
+		job->ctxs[i]->local_job = job;
+		job->ctxs[i]->owned_by_job = true;
+		rc = xpi_context_add_tl(job->ctxs[i], &xpi_inproc_ops, ip);
+		if (rc < 0)
+			goto fail;
+		for (int p = 0; p < n; p++)
+			job->ctxs[i]->peers[p].tl = 0;
+	}
+	*out = job;
+	return 0;
+fail:
+	job_free(job);
+	return rc;
+}
+
+XPI_EXPORT int xp_local_job_create(int nranks, const xp_config_t *cfg, xp_local_job_t **job)
+{
+	struct xpi_config icfg;
+	if (job == NULL)
+		return -EINVAL;
+	int rc = xpi_config_resolve(cfg, &icfg);
+	if (rc < 0)
+		return rc;
+	return xpi_local_job_create(nranks, &icfg, job);
+}
+
+XPI_EXPORT int xp_local_job_context(xp_local_job_t *job, int rank, xp_context_t **ctx)
+{
+	if (job == NULL || ctx == NULL || rank < 0 || rank >= job->n)
+		return -EINVAL;
+	*ctx = job->ctxs[rank];
+	return 0;
+}
+
+XPI_EXPORT void xp_local_job_destroy(xp_local_job_t *job)
+{
+	if (job != NULL)
+		job_free(job);
+}
+
+struct rank_thread {
+	pthread_t thread;
+	int (*fn)(xp_context_t *, void *);
+	void *arg;
+	xp_context_t *ctx;
+	int result;
+};
+
+static void *rank_main(void *p)
+{
+	struct rank_thread *t = p;
+	t->result = t->fn(t->ctx, t->arg);
+	return NULL;
+}
+
+XPI_EXPORT int xp_local_run(int nranks, const xp_config_t *cfg,
+			    int (*fn)(xp_context_t *ctx, void *arg), void *arg)
+{
+	if (fn == NULL)
+		return -EINVAL;
+	xp_local_job_t *job;
+	int rc = xp_local_job_create(nranks, cfg, &job);
+	if (rc < 0)
+		return rc;
+	struct rank_thread *t = calloc((size_t)nranks, sizeof(*t));
+	if (t == NULL) {
+		xp_local_job_destroy(job);
+		return -ENOMEM;
+	}
+	int started = 1;
+	for (int i = 0; i < nranks; i++) {
+		t[i] = (struct rank_thread){ .fn = fn, .arg = arg, .ctx = job->ctxs[i] };
+		/* Rank 0 runs on the calling thread. */
+		if (i > 0 && pthread_create(&t[i].thread, NULL, rank_main, &t[i]) != 0) {
+			t[i].result = -EAGAIN;
+			break;
+		}
+		started = i + 1;
+	}
+	if (started == nranks)
+		rank_main(&t[0]);
+	else
+		t[0].result = -EAGAIN;
+	for (int i = 1; i < started; i++)
+		pthread_join(t[i].thread, NULL);
+	rc = 0;
+	for (int i = 0; i < nranks && rc == 0; i++)
+		rc = t[i].result;
+	free(t);
+	xp_local_job_destroy(job);
+	return rc;
+}

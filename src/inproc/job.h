@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/* A local job: N ranks of one process and the rings between them. */
+#ifndef XPI_INPROC_JOB_H
+#define XPI_INPROC_JOB_H
+
+#include <stdatomic.h>
+
+#include "../core/engine.h"
+
+struct xpi_ring;
+
+/* One rank's instance of the in-process transport. */
+struct xpi_inproc {
+	xp_context_t *ctx;
+	struct xp_local_job *job;
+	int rank;
+	struct xpi_ring **out; /* by destination; producer (this rank's owner) */
+	struct xpi_ring **in;  /* incoming rings this rank polls; its owner */
+	int nin;
+	/* Registrations this rank's backend holds, and rendezvous sends that
+	 * found one (tests read these to see the hooks at work). */
+	_Atomic int64_t regs_live;
+	_Atomic uint64_t rts_registered;
+};
+
+struct xp_local_job {
+	int n;
+	xp_context_t **ctxs;
+	struct xpi_inproc *tls;
+	struct xpi_ring **rings; /* [src * n + dst], for teardown */
+};
+
+void xpi_ring_drain(struct xpi_ring *ring);
+
+#endif

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A few assertion macros for test programs. A test exits 0 when it passes,
+ * 1 when it fails and 77 when the host lacks what it needs (meson's and
+ * automake's skip code), printing why.
+ */
+#ifndef XP_TESTUTIL_H
+#define XP_TESTUTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define T_SKIP 77
+
+#define T_FAIL(...)                                                                                \
+	do {                                                                                       \
+		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                               \
+		fprintf(stderr, __VA_ARGS__);                                                      \
+		fprintf(stderr, "\n");                                                             \
+		exit(1);                                                                           \
+	} while (0)
+
+#define T_CHECK(cond)                                                                              \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			T_FAIL("check failed: %s", #cond);                                         \
+	} while (0)
+
+#define T_EQ(a, b)                                                                                 \
+	do {                                                                                       \
+		long long _a = (long long)(a), _b = (long long)(b);                                \
+		if (_a != _b)                                                                      \
+			T_FAIL("%s == %lld, expected %s == %lld", #a, _a, #b, _b);                 \
+	} while (0)
+
+/* Asserts an xp_ call returned 0 (or a count), printing its error text. */
+#define T_OK(call)                                                                                 \
+	do {                                                                                       \
+		int _rc = (call);                                                                  \
+		if (_rc < 0)                                                                       \
+			T_FAIL("%s returned %d (%s) %s", #call, _rc, xp_strerror(_rc),             \
+			       xp_error_detail());                                                 \
+	} while (0)
+
+#define T_RUN(fn)                                                                                  \
+	do {                                                                                       \
+		fprintf(stderr, "-- %s\n", #fn);                                                   \
+		fn();                                                                              \
+	} while (0)
+
+#endif
