@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xport/xport.h"
+
 #define T_SKIP 77
 
 #define T_FAIL(...)                                                                                \

@@ -109,6 +109,9 @@ struct xpi_unexp *xpi_match_post(struct xpi_match *m, struct xpi_posted *p)
 	struct xpi_dlink *n;
 
 	p->exact = p->key.src >= 0 && p->key.mask == UINT64_MAX;
+	/* Numbered even when it matches at once: the numbers then give the
+	 * order in which the engine saw every receive (tests check with it). */
+	p->seq = m->next_seq++;
 	if (m->unexp_count != 0) {
 		if (p->exact) {
 			struct xpi_dlink *b = bucket_of(&m->unexp_hash, &p->key);
@@ -129,7 +132,6 @@ struct xpi_unexp *xpi_match_post(struct xpi_match *m, struct xpi_posted *p)
 			}
 		}
 	}
-	p->seq = m->next_seq++;
 	if (p->exact) {
 		if (m->posted_exact.count >= 2 * m->posted_exact.nbuckets)
 			hash_grow(&m->posted_exact, posted_key);

@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/* Pools: size classes, refcounts, exhaustion as back-pressure, the byte
+ * bound, registration hooks, and concurrent get/put from several threads. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "core/pool.h"
+#include "xport/xport.h"
+#include "testutil.h"
+
+#define MiB (1u << 20)
+
+static void test_classes_and_refcount(void)
+{
+	struct xpi_pool *pool;
+	T_OK(xpi_pool_create(16 * MiB, XP_HUGEPAGES_OFF, &pool));
+	struct xp_buf *a, *b;
+	T_OK(xpi_pool_get(pool, 1, &a));
+	T_CHECK(a->cap >= 1 && a->cap <= 256);
+	T_OK(xpi_pool_get(pool, 3000, &b));
+	T_CHECK(b->cap >= 3000 && b->cap < 3000 * 8);
+	T_CHECK(a->data != b->data);
+	memset(b->data, 0xab, 3000); /* the memory is really there */
+	T_EQ(atomic_load(&pool->in_use), 2);
+	xpi_buf_retain(a);
+	xpi_buf_put(a);
+	T_EQ(atomic_load(&pool->in_use), 2); /* one reference left */
+	xpi_buf_put(a);
+	xpi_buf_put(b);
+	T_EQ(atomic_load(&pool->in_use), 0);
+	xpi_pool_destroy(pool);
+	xpi_pool_destroy(NULL);
+}
+
+static void test_exhaustion_is_backpressure(void)
+{
+	struct xpi_pool *pool;
+	T_OK(xpi_pool_create(4 * MiB, XP_HUGEPAGES_OFF, &pool));
+	/* Take every buffer of the 2 KiB class; the next get must fail cleanly
+	 * instead of borrowing a bigger class or allocating. */
+	uint32_t count = 0;
+	for (int i = 0; i < XPI_POOL_NCLASSES; i++)
+		if (pool->cls[i].buf_size == 2048)
+			count = pool->cls[i].count;
+	T_CHECK(count > 0);
+	struct xp_buf **held = calloc(count, sizeof(*held));
+	for (uint32_t i = 0; i < count; i++)
+		T_OK(xpi_pool_get(pool, 2000, &held[i]));
+	struct xp_buf *x;
+	T_EQ(xpi_pool_get(pool, 2000, &x), -ENOBUFS);
+	xpi_buf_put(held[7]);
+	T_OK(xpi_pool_get(pool, 2000, &x)); /* released buffers come back */
+	T_CHECK(x == held[7]);
+	held[7] = x;
+	for (uint32_t i = 0; i < count; i++)
+		xpi_buf_put(held[i]);
+	free(held);
+
+	/* Large buffers are charged to the same bound. */
+	size_t large = pool->max_bytes; /* more than what is left for large buffers */
+	T_EQ(xpi_pool_get(pool, large, &x), -ENOBUFS);
+	size_t room = pool->max_bytes - pool->reserved_bytes;
+	T_CHECK(room > xpi_pool_largest_class(pool));
+	T_OK(xpi_pool_get(pool, room - 4096, &x));
+	T_CHECK(x->cap >= room - 4096);
+	memset(x->data, 1, room - 4096);
+	struct xp_buf *y;
+	T_EQ(xpi_pool_get(pool, 2 * 4096 + xpi_pool_largest_class(pool), &y), -ENOBUFS);
+	xpi_buf_put(x);
+	T_EQ(atomic_load(&pool->large_bytes), 0);
+	xpi_pool_destroy(pool);
+}
+
+static void test_hugepages_or_fallback(void)
+{
+	struct xpi_pool *pool;
+	/* AUTO always works: hugetlb pages if reserved, ordinary pages else. */
+	T_OK(xpi_pool_create(8 * MiB, XP_HUGEPAGES_AUTO, &pool));
+	struct xp_buf *b;
+	T_OK(xpi_pool_get(pool, 100000, &b));
+	memset(b->data, 7, 100000);
+	xpi_buf_put(b);
+	int huge = pool->huge;
+	xpi_pool_destroy(pool);
+	/* ON fails with -ENOMEM exactly when AUTO fell back. */
+	int rc = xpi_pool_create(8 * MiB, XP_HUGEPAGES_ON, &pool);
+	if (huge) {
+		T_OK(rc);
+		xpi_pool_destroy(pool);
+	} else {
+		T_EQ(rc, -ENOMEM);
+	}
+	fprintf(stderr, "   pool pages: %s\n", huge ? "hugetlb" : "ordinary (no hugetlb pages reserved)");
+	T_EQ(xpi_pool_create(0, XP_HUGEPAGES_OFF, &pool), -EINVAL);
+}
+
+struct hook_log {
+	int regs, deregs;
+	size_t bytes;
+};
+
+static int hook_reg(void *arg, void *addr, size_t len, void **handle)
+{
+	struct hook_log *log = arg;
+	log->regs++;
+	log->bytes += len;
+	*handle = addr;
+	return 0;
+}
+
+static void hook_dereg(void *arg, void *handle)
+{
+	struct hook_log *log = arg;
+	T_CHECK(handle != NULL);
+	log->deregs++;
+}
+
+static void test_registration_hook(void)
+{
+	struct xpi_pool *pool;
+	struct hook_log log = { 0 };
+	T_OK(xpi_pool_create(8 * MiB, XP_HUGEPAGES_OFF, &pool));
+	struct xpi_reg_hook hook = { .reg = hook_reg, .dereg = hook_dereg, .arg = &log };
+	T_OK(xpi_pool_add_hook(pool, &hook));
+	/* Every class region is registered once, whatever the number of buffers. */
+	T_EQ(log.regs, XPI_POOL_NCLASSES);
+	T_EQ(log.bytes, pool->reserved_bytes);
+	struct xp_buf *b;
+	T_OK(xpi_pool_get(pool, 300, &b));
+	T_CHECK(xpi_buf_handle(b, 0) != NULL);
+	xpi_buf_put(b);
+	T_EQ(log.regs, XPI_POOL_NCLASSES); /* no registration per get */
+	/* A large buffer is registered when mapped and deregistered when freed. */
+	T_OK(xpi_pool_get(pool, 2 * MiB, &b));
+	T_EQ(log.regs, XPI_POOL_NCLASSES + 1);
+	xpi_buf_put(b);
+	T_EQ(log.deregs, 1);
+	xpi_pool_destroy(pool);
+	T_EQ(log.deregs, 1 + XPI_POOL_NCLASSES);
+}
+
+#define THREADS 4
+#define ROUNDS 20000
+
+static void *churn(void *arg)
+{
+	struct xpi_pool *pool = arg;
+	struct xp_buf *mine[8];
+	unsigned seed = (unsigned)(uintptr_t)&mine;
+	for (int r = 0; r < ROUNDS; r++) {
+		int n = 1 + (int)(rand_r(&seed) % 8);
+		int got = 0;
+		for (int i = 0; i < n; i++) {
+			if (xpi_pool_get(pool, 1 + rand_r(&seed) % 4000, &mine[got]) == 0) {
+				/* Stamp the buffer: two owners of one buffer would clash. */
+				memset(mine[got]->data, (int)(uintptr_t)&seed & 0xff, 16);
+				got++;
+			}
+		}
+		for (int i = 0; i < got; i++) {
+			uint8_t want = (uint8_t)((uintptr_t)&seed & 0xff);
+			for (int k = 0; k < 16; k++)
+				if (mine[i]->data[k] != want)
+					T_FAIL("buffer shared by two threads");
+			xpi_buf_put(mine[i]);
+		}
+	}
+	return NULL;
+}
+
+static void test_concurrent_get_put(void)
+{
+	struct xpi_pool *pool;
+	T_OK(xpi_pool_create(1 * MiB, XP_HUGEPAGES_OFF, &pool)); /* small: contention */
+	pthread_t t[THREADS];
+	for (int i = 0; i < THREADS; i++)
+		T_EQ(pthread_create(&t[i], NULL, churn, pool), 0);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	T_EQ(atomic_load(&pool->in_use), 0);
+	xpi_pool_destroy(pool);
+}
+
+int main(void)
+{
+	T_RUN(test_classes_and_refcount);
+	T_RUN(test_exhaustion_is_backpressure);
+	T_RUN(test_hugepages_or_fallback);
+	T_RUN(test_registration_hook);
+	T_RUN(test_concurrent_get_put);
+	return 0;
+}
