@@ -318,6 +318,43 @@ static void test_ordering(void)
 	T_OK(xp_local_run(2, NULL, order_unexpected_body, NULL));
 }
 
+/* More messages than a ring holds: the rest wait at the sender, in order. */
+static int flood_body(xp_context_t *ctx, void *arg)
+{
+	(void)arg;
+	enum { N = 3000 };
+	xp_comm_t *w = xp_comm_world(ctx);
+	if (xp_rank(ctx) == 0) {
+		static int vals[N];
+		static xp_request_t *r[N];
+		for (int i = 0; i < N; i++) {
+			vals[i] = i;
+			T_OK(xp_isend(w, &vals[i], sizeof(int), 1, (uint64_t)(i % 3), &r[i]));
+		}
+		barrier(2);
+		for (int i = 0; i < N; i++)
+			T_OK(xp_wait(&r[i], XP_TIMEOUT_DEFAULT, NULL));
+		return 0;
+	}
+	barrier(2); /* everything is posted before the receiver looks */
+	for (int i = 0; i < N; i++) {
+		int v;
+		xp_status_t st;
+		/* Alternate wildcard and exact receives: order must hold for both. */
+		if (i % 2 == 0)
+			T_OK(xp_recv(w, &v, sizeof(v), XP_ANY_SOURCE, 0, XP_TAG_ANY, &st));
+		else
+			T_OK(xp_recv(w, &v, sizeof(v), 0, (uint64_t)(i % 3), XP_TAG_EXACT, &st));
+		T_EQ(v, i);
+	}
+	return 0;
+}
+
+static void test_ring_full_keeps_order(void)
+{
+	T_OK(xp_local_run(2, NULL, flood_body, NULL));
+}
+
 /* ------------------------------------------------------------------------- */
 /* Eight ranks on two cores: everyone sends to everyone, eager and rendezvous */
 
@@ -433,6 +470,7 @@ int main(void)
 	T_RUN(test_pooled_receive);
 	T_RUN(test_pooled_receive_without_buffer);
 	T_RUN(test_ordering);
+	T_RUN(test_ring_full_keeps_order);
 	T_RUN(test_eight_ranks_two_cores);
 	T_RUN(test_argument_errors);
 	T_RUN(test_init_from_launcher_environment);

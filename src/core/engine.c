@@ -138,8 +138,7 @@ static void msg_discard(xp_context_t *ctx, struct xpi_msg *m)
 	else if (m->kind == XPI_MSG_RTS)
 		ctx->tls[m->tl].ops->msg_release(ctx->tls[m->tl].tl, m);
 	if (msg_is_eager(m))
-		atomic_fetch_sub_explicit(&ctx->eager_bytes, (int64_t)m->len + XPI_UNEXP_OVERHEAD,
-					  memory_order_relaxed);
+		ctx->peers[m->u.key.src].eager_returned += xpi_eager_cost(m->len);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -233,8 +232,7 @@ static enum take_result take_message(xp_context_t *ctx, xp_request_t *r, struct 
 		if (m->kind == XPI_MSG_BUF)
 			xpi_buf_put(m->buf);
 	}
-	atomic_fetch_sub_explicit(&ctx->eager_bytes, (int64_t)m->len + XPI_UNEXP_OVERHEAD,
-				  memory_order_relaxed);
+	ctx->peers[m->u.key.src].eager_returned += xpi_eager_cost(m->len);
 	finish_recv(ctx, r, 0);
 	return TAKE_CONSUMED;
 }
@@ -427,14 +425,16 @@ out:
 static void exec_send(xp_context_t *ctx, xp_request_t *r)
 {
 	struct xpi_peer *peer = &ctx->peers[r->peer];
-	if (!xpi_dlist_empty(&peer->pending) || try_send(ctx, r) == -EAGAIN)
+	if (!xpi_dlist_empty(&peer->pending) || try_send(ctx, r) == -EAGAIN) {
 		xpi_dlist_push_tail(&peer->pending, &r->pending_link);
+		ctx->npending++;
+	}
 }
 
 int xpi_engine_retry_pending(xp_context_t *ctx)
 {
 	int n = 0;
-	for (int i = 0; i < ctx->size; i++) {
+	for (int i = 0; i < ctx->size && ctx->npending != 0; i++) {
 		struct xpi_peer *peer = &ctx->peers[i];
 		while (!xpi_dlist_empty(&peer->pending)) {
 			xp_request_t *r = xpi_container_of(peer->pending.next, xp_request_t,
@@ -442,6 +442,7 @@ int xpi_engine_retry_pending(xp_context_t *ctx)
 			if (try_send(ctx, r) == -EAGAIN)
 				break;
 			xpi_dlist_remove(&r->pending_link);
+			ctx->npending--;
 			n++;
 		}
 	}
@@ -509,6 +510,7 @@ void xpi_engine_exec_cancel(xp_context_t *ctx, xp_request_t *r)
 			return; /* already matched: it completes normally */
 	} else if (r->pending_link.next != &r->pending_link) {
 		xpi_dlist_remove(&r->pending_link);
+		ctx->npending--;
 	} else if (r->proto == XPI_PROTO_RNDV) {
 		const struct xpi_tl_slot *t = &ctx->tls[ctx->peers[r->peer].tl];
 		if (t->ops->send_cancel(t->tl, r) != 0)

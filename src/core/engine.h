@@ -88,6 +88,9 @@ struct xpi_peer {
 	struct xpi_dlink held;         /* early arrivals, by sequence number */
 	struct xpi_dlink pending;      /* sends waiting for transport room */
 	uint8_t tl;                    /* transport serving this peer */
+	/* Eager credit given back: the cost of every eager message from this
+	 * peer that has been consumed. The transport carries it to the peer. */
+	uint64_t eager_returned;
 	/* Diagnostics for timeout messages. */
 	uint64_t nsent, nrecvd;
 	uint64_t last_sent_tag, last_recvd_tag;
@@ -122,15 +125,15 @@ struct xpi_tl_slot {
 struct xp_context {
 	_Alignas(64) _Atomic int owner;
 	_Alignas(64) struct xpi_mpsc cmdq;
-	/* Eager payload bytes (plus overhead) senders have put in flight to this
-	 * rank and it has not yet matched. Senders reserve here before an eager
-	 * send (xpi_engine_eager_reserve); the owner gives back on match. */
-	_Alignas(64) _Atomic int64_t eager_bytes;
-	int rank, size;
+	_Alignas(64) int rank, size;
 	struct xpi_config cfg;
+	/* Eager credit each sender has with this rank (unexpected_max_bytes
+	 * shared out evenly): see xpi_eager_cost(). */
+	uint64_t eager_credit_per_peer;
 	struct xpi_pool *pool;
 	struct xpi_match match;                  /* owner */
 	struct xpi_peer *peers;                  /* owner */
+	uint32_t npending;                       /* owner: sends in peers' pending lists */
 	struct xpi_tl_slot tls[XPI_MAX_TL];
 	int ntls;
 	struct xpi_dlink regs;                   /* owner */
@@ -197,26 +200,17 @@ void xpi_engine_deliver(xp_context_t *ctx, struct xpi_msg *msg);
 /* A rendezvous fetch that returned 1 has ended with @err (0 or <0). */
 void xpi_engine_rndv_done(xp_context_t *ctx, xp_request_t *rreq, int err);
 
-/* --- eager credit: the receiver's unexpected-buffer bound --- */
-
-/* Any thread (a sender's transport). Returns false if the receiver @ctx
- * would exceed its bound: the sender must use rendezvous. */
-static inline bool xpi_engine_eager_reserve(xp_context_t *ctx, uint64_t len)
+/*
+ * --- eager credit: the receiver's unexpected-buffer bound ---
+ * A sender may have at most eager_credit_per_peer bytes of eager cost in
+ * flight to a receiver: sent, and not yet consumed by a receive there. The
+ * receiver's engine counts what it consumed (peers[src].eager_returned) and
+ * the transport carries that count back; a sender without credit uses
+ * rendezvous, so the receiver never buffers more than its bound.
+ */
+static inline uint64_t xpi_eager_cost(uint64_t len)
 {
-	int64_t cost = (int64_t)len + XPI_UNEXP_OVERHEAD;
-	int64_t prev = atomic_fetch_add_explicit(&ctx->eager_bytes, cost, memory_order_relaxed);
-	if (prev + cost > (int64_t)ctx->cfg.unexpected_max_bytes) {
-		atomic_fetch_sub_explicit(&ctx->eager_bytes, cost, memory_order_relaxed);
-		return false;
-	}
-	return true;
-}
-
-/* Gives back a reservation whose send did not happen. */
-static inline void xpi_engine_eager_unreserve(xp_context_t *ctx, uint64_t len)
-{
-	atomic_fetch_sub_explicit(&ctx->eager_bytes, (int64_t)len + XPI_UNEXP_OVERHEAD,
-				  memory_order_relaxed);
+	return len + XPI_UNEXP_OVERHEAD;
 }
 
 /* --- descriptors --- */

@@ -60,7 +60,8 @@ struct xpi_tl_ops {
 	 * Sends an eager message. On 0 the payload has been taken (copied or
 	 * queued in transport-owned memory) and the send is complete.
 	 * -EAGAIN: no room now; the core retries later, in order.
-	 * -ENOBUFS: the receiver cannot buffer it; the core uses rendezvous.
+	 * -ENOBUFS: no eager credit with the receiver (see engine.h) or no
+	 * buffer there; the core uses rendezvous.
 	 * Other codes fail the send.
 	 */
 	int (*send_eager)(void *tl, int peer, const struct xpi_msg_hdr *h, const void *data);

@@ -76,22 +76,27 @@ static int inproc_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, c
 		return ring_to(ip, peer) == NULL ? -ENOMEM : -EAGAIN;
 
 	xp_context_t *dst = ip->job->ctxs[peer];
-	if (!xpi_engine_eager_reserve(dst, h->len))
-		return -ENOBUFS;
+	uint64_t cost = xpi_eager_cost(h->len);
+	uint64_t credit = ip->ctx->eager_credit_per_peer; /* one config per job */
+	if (ring->eager_sent + cost - ring->credit_cache > credit) {
+		ring->credit_cache = atomic_load_explicit(&ring->credit_pub, memory_order_acquire);
+		if (ring->eager_sent + cost - ring->credit_cache > credit)
+			return -ENOBUFS;
+	}
 	if (h->len <= XPI_INLINE_MAX) {
 		if (h->len != 0)
 			memcpy(s->u.data, data, h->len);
+		ring->eager_sent += cost;
 		slot_publish(ring, s, h, XPI_MSG_INLINE);
 		return 0;
 	}
 	struct xp_buf *b;
-	if (xpi_pool_get(dst->pool, h->len, &b) < 0) {
-		xpi_engine_eager_unreserve(dst, h->len);
+	if (xpi_pool_get(dst->pool, h->len, &b) < 0)
 		return -ENOBUFS;
-	}
 	memcpy(b->data, data, h->len);
 	b->len = h->len;
 	s->u.buf = b;
+	ring->eager_sent += cost;
 	slot_publish(ring, s, h, XPI_MSG_BUF);
 	return 0;
 }
@@ -178,6 +183,13 @@ static int poll_ring(struct xpi_inproc *ip, struct xpi_ring *ring)
 	    (n < POLL_BATCH || ring->cons_pos - ring->cons_published >= XPI_RING_SLOTS / 4)) {
 		atomic_store_explicit(&ring->head_pub, ring->cons_pos, memory_order_release);
 		ring->cons_published = ring->cons_pos;
+	}
+	/* Credit goes back as soon as the engine consumed something, also when
+	 * no new message came: the sender may be waiting for it. */
+	uint64_t returned = ip->ctx->peers[ring->src].eager_returned;
+	if (returned != ring->credit_published) {
+		atomic_store_explicit(&ring->credit_pub, returned, memory_order_release);
+		ring->credit_published = returned;
 	}
 	return n;
 }

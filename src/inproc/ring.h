@@ -30,11 +30,18 @@ _Static_assert(sizeof(struct xpi_slot) == 64, "a slot is one cache line");
 struct xpi_ring {
 	struct xpi_cmd announce; /* tells the consumer the ring exists */
 	int src, dst;
-	_Alignas(64) uint32_t prod_pos;   /* producer only */
-	uint32_t prod_head_cache;         /* producer's last look at head_pub */
-	_Alignas(64) _Atomic uint32_t head_pub; /* consumer publishes, producer reads */
-	_Alignas(64) uint32_t cons_pos;   /* consumer only */
+	/* Producer only. */
+	_Alignas(64) uint32_t prod_pos;
+	uint32_t prod_head_cache; /* last look at head_pub */
+	uint64_t eager_sent;      /* eager cost sent so far */
+	uint64_t credit_cache;    /* last look at credit_pub */
+	/* Consumer publishes, producer reads (only when its copies say full). */
+	_Alignas(64) _Atomic uint32_t head_pub;
+	_Atomic uint64_t credit_pub; /* the receiver's peers[src].eager_returned */
+	/* Consumer only. */
+	_Alignas(64) uint32_t cons_pos;
 	uint32_t cons_published;
+	uint64_t credit_published;
 	_Alignas(64) struct xpi_slot slots[XPI_RING_SLOTS];
 };
 
