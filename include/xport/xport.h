@@ -102,7 +102,8 @@ const char *xp_error_detail(void);
 /* Contexts and communicators                                                */
 
 /**
- * Creates the context of this process's rank of a job.
+ * Creates the context of this process's rank of a job. @cfg may be NULL:
+ * the defaults and the XP_* environment (xp_config_init) apply.
  * With no launcher variables in the environment (or a size of 1) it creates
  * a job of one rank. A network job needs a network backend; this build
  * returns -EPROTONOSUPPORT for one.
@@ -245,7 +246,8 @@ int xp_stats(xp_context_t *ctx, xp_stats_t *stats);
 /* In-process ranks                                                          */
 
 /**
- * Creates a job of @nranks ranks that live in this process, each driven by
+ * Creates a job of @nranks ranks that live in this process (@cfg may be
+ * NULL, as for xp_init), each driven by
  * the thread(s) the program chooses. They exchange through the same engine
  * as networked ranks, over lock-free rings.
  * Returns 0, -EINVAL (nranks < 1 or > 4096), -ENOMEM.

@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Builds xport and runs its whole test suite in up to three configurations,
+# each in its own build directory under build-ci/:
+#   gcc   gcc, -Dwerror=true, default options; then the install-and-consume
+#         test (ci/install-test.sh) on the same build
+#   asan  clang, ASan + UBSan
+#   tsan  clang, TSan
+#
+# Usage: bash ci/test.sh [gcc] [asan] [tsan]      (default: all three)
+#
+# The last line of output is "N passed, N failed, N skipped" over every
+# configuration (ci/summarize-tests.py over each meson-logs/testlog.json).
+# A configuration that fails to set up or build counts as one failed test.
+# Exits non-zero if anything failed.
+set -uo pipefail # no -e: one configuration failing must not hide the others
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 2
+out=build-ci
+
+configs=("$@")
+((${#configs[@]})) || configs=(gcc asan tsan)
+for c in "${configs[@]}"; do
+	case $c in
+	gcc | asan | tsan) ;;
+	*)
+		echo "usage: $0 [gcc] [asan] [tsan]" >&2
+		exit 2
+		;;
+	esac
+done
+
+# Meson 1.0 sets no sanitizer options. Without halt_on_error UBSan only
+# prints its findings and the test still passes; abort_on_error makes an ASan
+# report end the test with a signal meson cannot mistake for a skip (77).
+asan_env=(ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
+tsan_env=(TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1)
+
+log() { printf 'ci: %s\n' "$*"; }
+
+# Clang 14's sanitizer runtimes assume the kernel's default mmap ASLR entropy
+# (vm.mmap_rnd_bits = 28 on x86_64). Kernels configured with more (32, as some
+# distributions ship) place mappings where the runtime does not expect them:
+# TSan dies with "FATAL: ThreadSanitizer: unexpected memory mapping" and ASan
+# intermittently crashes at start-up (both reproduced on this 6.18 kernel by
+# setting the sysctl to 32). See google/sanitizers issues #1716 (TSan) and
+# #1614 (ASan); TSan re-executes itself without ASLR only from LLVM 18
+# (llvm-project commit 0784b1eefa36), and Debian 12 has clang 14.
+#
+# Chosen fix, applied only when a probe shows the problem: run the tests under
+# `setarch $(uname -m) -R` via `meson test --wrapper`. It turns ASLR off for
+# that process tree only (the personality is inherited across fork and exec),
+# needs no privileges and changes nothing on the machine, and the sanitizers
+# instrument and check exactly as before. Lowering vm.mmap_rnd_bits would
+# also work as root, but it changes the whole machine's ASLR for every other
+# process and outlives the run.
+sanitizer_wrapper=
+probe_done=0
+probe_aslr() {
+	((probe_done)) && return
+	probe_done=1
+	local d=$out/aslr-probe bits
+	mkdir -p "$d"
+	printf '%s\n' '#include <pthread.h>' \
+		'static int n;' \
+		'static void *f(void *a) { __atomic_fetch_add(&n, 1, __ATOMIC_RELAXED); return a; }' \
+		'int main(void) { pthread_t t; pthread_create(&t, 0, f, 0); f(0);' \
+		'	pthread_join(t, 0); return n == 2 ? 0 : 1; }' >"$d/probe.c"
+	if ! clang -fsanitize=thread -g "$d/probe.c" -o "$d/probe" 2>"$d/build.log"; then
+		log "TSan probe does not build (is libclang-rt-14-dev installed?):"
+		cat "$d/build.log"
+		return # the tsan configuration itself will then fail to build
+	fi
+	local fails=0
+	for _ in 1 2 3; do
+		"$d/probe" >/dev/null 2>"$d/run.log" || fails=$((fails + 1))
+		[[ -s $d/run.log ]] || echo "(crashed or exited without a message)" >"$d/run.log"
+	done
+	bits=$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo "?")
+	if ((fails == 0)) && [[ $bits == "?" || $bits -le 28 ]]; then
+		log "sanitizer runtimes work with this kernel's ASLR (vm.mmap_rnd_bits=$bits)"
+		return
+	fi
+	local wrap
+	wrap="setarch $(uname -m) -R"
+	if $wrap "$d/probe" >/dev/null 2>"$d/run-norandom.log"; then
+		sanitizer_wrapper=$wrap
+		log "ASLR entropy too high for clang 14 sanitizers (vm.mmap_rnd_bits=$bits," \
+			"probe failed $fails/3: $(head -c 200 "$d/run.log"));" \
+			"running sanitizer tests under '$wrap'"
+	else
+		log "TSan probe fails even under '$wrap':"
+		cat "$d/run-norandom.log"
+	fi
+}
+
+summary_args=()
+timings=()
+failed_steps=0
+
+run_config() {
+	local cfg=$1 dir=$out/$1 cc cxx opts=() envs=() test_args=()
+	test_args=(--num-processes 2 --print-errorlogs)
+	case $cfg in
+	gcc)
+		cc=gcc cxx=g++
+		opts=(-Dwerror=true)
+		;;
+	asan)
+		cc=clang cxx=clang++
+		# shellcheck disable=SC2054 # the comma belongs to the option value
+		opts=(-Db_sanitize=address,undefined -Db_lundef=false)
+		envs=("${asan_env[@]}")
+		# ASan slows code about 2x; the tests' own timeouts are set for
+		# uninstrumented builds.
+		test_args+=(--timeout-multiplier 2)
+		;;
+	tsan)
+		cc=clang cxx=clang++
+		opts=(-Db_sanitize=thread -Db_lundef=false)
+		envs=("${tsan_env[@]}")
+		# TSan slows code 5-15x, and more on two cores under contention.
+		test_args+=(--timeout-multiplier 4)
+		;;
+	esac
+	if [[ $cfg != gcc ]]; then
+		probe_aslr
+		[[ -n $sanitizer_wrapper ]] && test_args+=(--wrapper "$sanitizer_wrapper")
+	fi
+
+	log "=== $cfg: $dir (CC=$cc ${opts[*]})"
+	# Results of an earlier run must not be counted if this one never tests.
+	# (With --wrapper, meson names it testlog-<wrapper>.json, hence the glob.)
+	rm -f "$dir"/meson-logs/testlog*.json
+
+	local ok=1
+	if [[ -f $dir/meson-private/coredata.dat ]]; then
+		meson setup --reconfigure "$dir" "${opts[@]}" ||
+			CC=$cc CXX=$cxx meson setup --wipe "$dir" "${opts[@]}" || ok=0
+	else
+		rm -rf "$dir"
+		CC=$cc CXX=$cxx meson setup "$dir" "${opts[@]}" || ok=0
+	fi
+	if ((ok)); then
+		meson compile -C "$dir" || ok=0
+	fi
+	if ((!ok)); then
+		log "$cfg: setup or build FAILED"
+		summary_args+=(--result "$cfg/build=FAIL")
+		failed_steps=$((failed_steps + 1))
+		return
+	fi
+
+	# The summary reads every result from testlog.json; a run that writes
+	# none counts as failed, and so does a meson test that fails with no
+	# failed test in its log (an error of meson itself).
+	local rc=0
+	env "${envs[@]}" meson test -C "$dir" --no-rebuild "${test_args[@]}" || rc=$?
+	local logs=("$dir"/meson-logs/testlog*.json)
+	[[ -e ${logs[0]} ]] || logs=("$dir/meson-logs/testlog.json") # counted as missing
+	local l
+	for l in "${logs[@]}"; do
+		summary_args+=("$cfg=$l")
+	done
+	if ((rc != 0)) && [[ -e ${logs[0]} ]] &&
+		! grep -qE '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "${logs[@]}"; then
+		summary_args+=(--result "$cfg/meson-test-exit-$rc=ERROR")
+	fi
+
+	if [[ $cfg == gcc ]]; then
+		log "$cfg: install-and-consume test"
+		if CC=$cc CXX=$cxx bash ci/install-test.sh "$dir"; then
+			summary_args+=(--result "$cfg/install-consume=OK")
+		else
+			summary_args+=(--result "$cfg/install-consume=FAIL")
+		fi
+	fi
+}
+
+total_start=$SECONDS
+for cfg in "${configs[@]}"; do
+	start=$SECONDS
+	run_config "$cfg"
+	timings+=("$cfg $((SECONDS - start)) s")
+done
+
+echo
+durations=$(printf '%s, ' "${timings[@]}")
+log "durations: ${durations}total $((SECONDS - total_start)) s"
+log "summary:"
+python3 ci/summarize-tests.py "${summary_args[@]}"
+rc=$?
+((failed_steps == 0)) || rc=1
+exit $rc
