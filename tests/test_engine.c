@@ -40,12 +40,12 @@ static void test_out_of_order_delivery(void)
 	deliver(ctx, 3, 30);
 	deliver(ctx, 1, 10);
 	xp_stats_t s;
-	T_OK(xp_stats(ctx, &s));
+	T_OK(xp_stats_get(ctx, &s));
 	T_EQ(s.unexpected_now, 0); /* held back: nothing before them has come */
 	deliver(ctx, 0, 0);
 	deliver(ctx, 1, 99); /* a duplicate: dropped */
 	deliver(ctx, 2, 20);
-	T_OK(xp_stats(ctx, &s));
+	T_OK(xp_stats_get(ctx, &s));
 	T_EQ(s.unexpected_now, 4);
 	for (int i = 0; i < 4; i++) {
 		int v = -1;

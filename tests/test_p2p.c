@@ -75,7 +75,7 @@ static int sizes_body(xp_context_t *ctx, void *arg)
 		}
 	}
 	xp_stats_t s;
-	T_OK(xp_stats(ctx, &s));
+	T_OK(xp_stats_get(ctx, &s));
 	T_CHECK(s.eager_sends > 0 && s.rndv_sends > 0); /* both protocols ran */
 	T_EQ(s.unexpected_now, 0);
 	free(buf);
@@ -197,12 +197,12 @@ static int pooled_body(xp_context_t *ctx, void *arg)
 		T_EQ(st.length, lens[i]);
 		check_fill(xp_buf_data(held[i]), lens[i], i);
 	}
-	T_OK(xp_stats(ctx, &during));
+	T_OK(xp_stats_get(ctx, &during));
 	T_EQ(during.pool_bufs_in_use, 6); /* all received: only ours are out */
 	for (unsigned i = 0; i < 6; i++)
 		xp_buf_release(held[i]);
 	xp_buf_release(NULL);
-	T_OK(xp_stats(ctx, &after));
+	T_OK(xp_stats_get(ctx, &after));
 	T_EQ(after.pool_bufs_in_use, 0);
 	return 0;
 }
@@ -296,7 +296,7 @@ static int order_unexpected_body(xp_context_t *ctx, void *arg)
 	xp_stats_t s;
 	do {
 		xp_progress(ctx);
-		T_OK(xp_stats(ctx, &s));
+		T_OK(xp_stats_get(ctx, &s));
 	} while (s.unexpected_now < 4);
 	int v;
 	xp_status_t st;
@@ -353,6 +353,47 @@ static int flood_body(xp_context_t *ctx, void *arg)
 static void test_ring_full_keeps_order(void)
 {
 	T_OK(xp_local_run(2, NULL, flood_body, NULL));
+}
+
+/* Sizes around every slot boundary of the ring's inline path (one slot
+ * holds 32 bytes, each further one 60), past the ring's end many times,
+ * some received as they come and some after waiting unexpected. */
+static int inline_sizes_body(xp_context_t *ctx, void *arg)
+{
+	(void)arg;
+	enum { N = 1500, MAXLEN = 1400 };
+	xp_comm_t *w = xp_comm_world(ctx);
+	if (xp_rank(ctx) == 0) {
+		uint8_t *bufs = malloc((size_t)N * MAXLEN);
+		xp_request_t **r = malloc(N * sizeof(*r));
+		for (int i = 0; i < N; i++) {
+			size_t len = (size_t)(i * 61) % MAXLEN;
+			fill(bufs + (size_t)i * MAXLEN, len, (unsigned)i);
+			T_OK(xp_isend(w, bufs + (size_t)i * MAXLEN, len, 1, (uint64_t)i, &r[i]));
+		}
+		for (int i = 0; i < N; i++)
+			T_OK(xp_wait(&r[i], XP_TIMEOUT_DEFAULT, NULL));
+		free(bufs);
+		free(r);
+		return 0;
+	}
+	uint8_t *buf = malloc(MAXLEN);
+	for (int i = 0; i < N; i++) {
+		if (i == N / 2) /* let the rest pile up as unexpected messages */
+			for (int k = 0; k < 100000; k++)
+				xp_progress(ctx);
+		xp_status_t st;
+		T_OK(xp_recv(w, buf, MAXLEN, 0, (uint64_t)i, XP_TAG_EXACT, &st));
+		T_EQ(st.length, (size_t)(i * 61) % MAXLEN);
+		check_fill(buf, st.length, (unsigned)i);
+	}
+	free(buf);
+	return 0;
+}
+
+static void test_inline_sizes_across_slots(void)
+{
+	T_OK(xp_local_run(2, NULL, inline_sizes_body, NULL));
 }
 
 /* ------------------------------------------------------------------------- */
@@ -471,6 +512,7 @@ int main(void)
 	T_RUN(test_pooled_receive_without_buffer);
 	T_RUN(test_ordering);
 	T_RUN(test_ring_full_keeps_order);
+	T_RUN(test_inline_sizes_across_slots);
 	T_RUN(test_eight_ranks_two_cores);
 	T_RUN(test_argument_errors);
 	T_RUN(test_init_from_launcher_environment);

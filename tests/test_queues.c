@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* The lock-free queues: MPSC (command handoff) and MPMC ring (pool free
+/* The lock-free queues: MPSC (command handoff) and the free stack (pool free
  * lists), with several producers at once; FIFO per producer, nothing lost
  * or duplicated. */
 #include <pthread.h>
 #include <stdint.h>
 
 #include "core/compiler.h"
-#include "core/mpmc_ring.h"
+#include "core/free_stack.h"
 #include "core/mpsc.h"
 #include "testutil.h"
 
@@ -63,57 +63,64 @@ static void test_mpsc_fifo_per_producer(void)
 	}
 }
 
-static struct xpi_mpmc_ring ring;
-static _Atomic long popped_sum;
+#define SLOTS 64
+static struct xpi_free_stack stack;
+static _Atomic int owner_of[SLOTS]; /* who holds each index now, 0 if nobody */
 
-static void *mpmc_worker(void *arg)
+static void *stack_worker(void *arg)
 {
-	int id = (int)(intptr_t)arg;
-	long sum = 0;
-	for (uint32_t i = 0; i < 50000; i++) {
-		uint32_t v = (uint32_t)id * 1000000u + i;
-		while (!xpi_mpmc_ring_push(&ring, v))
-			xpi_cpu_relax();
-		uint32_t got;
-		while (!xpi_mpmc_ring_pop(&ring, &got))
-			xpi_cpu_relax();
-		sum += got;
+	int me = (int)(intptr_t)arg;
+	uint32_t held[4];
+	for (int round = 0; round < 50000; round++) {
+		int n = 0;
+		while (n < 4 && xpi_free_stack_pop(&stack, &held[n])) {
+			int prev = atomic_exchange(&owner_of[held[n]], me);
+			if (prev != 0)
+				T_FAIL("index %u popped by %d while %d holds it", held[n], me, prev);
+			n++;
+		}
+		while (n-- > 0) {
+			atomic_store(&owner_of[held[n]], 0);
+			xpi_free_stack_push(&stack, held[n]);
+		}
 	}
-	atomic_fetch_add(&popped_sum, sum);
 	return NULL;
 }
 
-static void test_mpmc_ring(void)
+static void test_free_stack(void)
 {
-	T_CHECK(xpi_mpmc_ring_init(&ring, 3) < 0); /* not a power of two */
-	T_OK(xpi_mpmc_ring_init(&ring, 8));
+	T_OK(xpi_free_stack_init(&stack, SLOTS));
 	uint32_t v;
-	T_CHECK(!xpi_mpmc_ring_pop(&ring, &v));
-	for (uint32_t i = 0; i < 8; i++)
-		T_CHECK(xpi_mpmc_ring_push(&ring, i));
-	T_CHECK(!xpi_mpmc_ring_push(&ring, 99)); /* full */
-	for (uint32_t i = 0; i < 8; i++) {
-		T_CHECK(xpi_mpmc_ring_pop(&ring, &v));
-		T_EQ(v, i);
-	}
-	/* Every value pushed is popped exactly once: the sums agree. */
+	T_CHECK(!xpi_free_stack_pop(&stack, &v));
+	xpi_free_stack_push(&stack, 3);
+	xpi_free_stack_push(&stack, 9);
+	T_CHECK(xpi_free_stack_pop(&stack, &v));
+	T_EQ(v, 9); /* last in, first out */
+	T_CHECK(xpi_free_stack_pop(&stack, &v));
+	T_EQ(v, 3);
+	for (uint32_t i = 0; i < SLOTS; i++)
+		xpi_free_stack_push(&stack, i);
+	/* Four threads pop and push at once: no index is ever held twice. */
 	pthread_t t[4];
-	long want = 0;
-	for (int id = 0; id < 4; id++) {
-		for (uint32_t i = 0; i < 50000; i++)
-			want += (long)id * 1000000 + i;
-		T_EQ(pthread_create(&t[id], NULL, mpmc_worker, (void *)(intptr_t)id), 0);
-	}
+	for (int id = 0; id < 4; id++)
+		T_EQ(pthread_create(&t[id], NULL, stack_worker, (void *)(intptr_t)(id + 1)), 0);
 	for (int id = 0; id < 4; id++)
 		pthread_join(t[id], NULL);
-	T_EQ(atomic_load(&popped_sum), want);
-	T_CHECK(!xpi_mpmc_ring_pop(&ring, &v));
-	xpi_mpmc_ring_fini(&ring);
+	/* And none was lost: all of them come back out, once each. */
+	int seen[SLOTS] = { 0 };
+	int count = 0;
+	while (xpi_free_stack_pop(&stack, &v)) {
+		T_CHECK(v < SLOTS && !seen[v]);
+		seen[v] = 1;
+		count++;
+	}
+	T_EQ(count, SLOTS);
+	xpi_free_stack_fini(&stack);
 }
 
 int main(void)
 {
 	T_RUN(test_mpsc_fifo_per_producer);
-	T_RUN(test_mpmc_ring);
+	T_RUN(test_free_stack);
 	return 0;
 }

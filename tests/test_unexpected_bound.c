@@ -49,7 +49,7 @@ static int body(xp_context_t *ctx, void *arg)
 		fprintf(stderr, "   %d of %d sends completed eagerly before any receive\n", done,
 			COUNT);
 		xp_stats_t s;
-		T_OK(xp_stats(ctx, &s));
+		T_OK(xp_stats_get(ctx, &s));
 		T_CHECK(s.rndv_sends >= (uint64_t)(COUNT - done));
 		atomic_store(&sender_checked, 1);
 		while (!atomic_load(&receiver_done))
@@ -64,7 +64,7 @@ static int body(xp_context_t *ctx, void *arg)
 	xp_stats_t s;
 	for (int spin = 0; spin < 200000; spin++)
 		xp_progress(ctx);
-	T_OK(xp_stats(ctx, &s));
+	T_OK(xp_stats_get(ctx, &s));
 	T_EQ(s.unexpected_now, COUNT); /* every message is here, eager or announced */
 	T_CHECK(s.unexpected_bytes_now <= BOUND);
 	while (!atomic_load(&sender_checked))
@@ -78,7 +78,7 @@ static int body(xp_context_t *ctx, void *arg)
 			if (buf[k] != (uint8_t)i)
 				T_FAIL("message %d arrived out of order or damaged", i);
 	}
-	T_OK(xp_stats(ctx, &s));
+	T_OK(xp_stats_get(ctx, &s));
 	T_CHECK(s.unexpected_bytes_max <= BOUND);
 	T_EQ(s.unexpected_now, 0);
 	atomic_store(&receiver_done, 1);

@@ -240,7 +240,7 @@ typedef struct xp_stats {
 } xp_stats_t;
 
 /** Fills @stats with the rank's counters. */
-int xp_stats(xp_context_t *ctx, xp_stats_t *stats);
+int xp_stats_get(xp_context_t *ctx, xp_stats_t *stats);
 
 /* ------------------------------------------------------------------------- */
 /* In-process ranks                                                          */

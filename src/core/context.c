@@ -171,7 +171,7 @@ XPI_EXPORT int xp_progress(xp_context_t *ctx)
 	return n + xpi_owner_release(ctx);
 }
 
-XPI_EXPORT int xp_stats(xp_context_t *ctx, xp_stats_t *st)
+XPI_EXPORT int xp_stats_get(xp_context_t *ctx, xp_stats_t *st)
 {
 	if (ctx == NULL || st == NULL)
 		return -EINVAL;
@@ -186,7 +186,7 @@ XPI_EXPORT int xp_stats(xp_context_t *ctx, xp_stats_t *st)
 		.unexpected_bytes_max =
 			atomic_load_explicit(&ctx->st_unexp_bytes_max, memory_order_relaxed),
 		.pool_bytes = ctx->pool->reserved_bytes,
-		.pool_bufs_in_use = (uint64_t)atomic_load(&ctx->pool->in_use),
+		.pool_bufs_in_use = xpi_pool_in_use(ctx->pool),
 		.pool_hugepages = ctx->pool->huge,
 	};
 	*st = s;

@@ -79,26 +79,35 @@ void xpi_engine_submit(xp_context_t *ctx, struct xpi_cmd *cmd)
 struct xpi_msg *xpi_msg_alloc(xp_context_t *ctx)
 {
 	struct xpi_msg *m = ctx->free_msgs;
-	if (m != NULL) {
+	if (m != NULL)
 		ctx->free_msgs = *(struct xpi_msg **)m;
-		return m;
-	}
-	return malloc(sizeof(*m));
+	else
+		m = malloc(sizeof(*m));
+	return m;
 }
 
 void xpi_msg_free(xp_context_t *ctx, struct xpi_msg *m)
 {
+	if (m->sized) {
+		free(m);
+		return;
+	}
 	*(struct xpi_msg **)m = ctx->free_msgs;
 	ctx->free_msgs = m;
 }
 
-/* Copies a transient message into an owned descriptor. NULL if out of memory. */
+/* Copies a transient message into an owned descriptor. NULL if out of
+ * memory. A long inline payload gets a descriptor sized for it; its memory
+ * is bounded by the sender's eager credit like any buffered payload. */
 static struct xpi_msg *msg_clone(xp_context_t *ctx, const struct xpi_msg *src)
 {
-	struct xpi_msg *m = xpi_msg_alloc(ctx);
+	bool sized = src->kind == XPI_MSG_INLINE && src->len > XPI_INLINE_MAX;
+	struct xpi_msg *m = sized ? malloc(sizeof(*m) - XPI_INLINE_MAX + src->len)
+				  : xpi_msg_alloc(ctx);
 	if (m == NULL)
 		return NULL;
-	*m = *src;
+	memcpy(m, src, offsetof(struct xpi_msg, store));
+	m->sized = sized;
 	if (src->kind == XPI_MSG_INLINE) {
 		if (src->len != 0)
 			memcpy(m->store, src->data, src->len);

@@ -24,6 +24,8 @@
 #include "pool.h"
 #include "transport.h"
 
+/* Inline payload a descriptor stores in itself; longer inline payloads
+ * get a descriptor sized for them. */
 #define XPI_INLINE_MAX 32
 #define XPI_MAX_TL 4
 /* What one buffered unexpected message costs beyond its payload. */
@@ -74,12 +76,13 @@ struct xpi_msg {
 	struct xpi_dlink held_link;
 	uint8_t kind;         /* enum xpi_msg_kind */
 	uint8_t tl;           /* transport that delivered it */
+	bool sized;           /* owned copy allocated for a long inline payload */
 	uint32_t peer_seq;
 	uint64_t len;
 	const void *data;     /* XPI_MSG_INLINE: the payload (len bytes) */
 	struct xp_buf *buf;   /* XPI_MSG_BUF: pooled buffer holding the payload */
 	void *rndv;           /* XPI_MSG_RTS: transport's remote descriptor */
-	uint8_t store[XPI_INLINE_MAX];
+	uint8_t store[XPI_INLINE_MAX]; /* last: a sized copy extends it */
 };
 
 struct xpi_peer {

@@ -139,31 +139,57 @@ XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 		return 0;
 	}
 	xp_request_t *r = *reqp;
+	if (xpi_request_done(r))
+		return finish(reqp, status); /* the common case for eager sends: no clock read */
 	xp_context_t *ctx = r->ctx;
 	if (timeout_ms == XP_TIMEOUT_DEFAULT)
 		timeout_ms = ctx->cfg.timeout_ms;
-	int64_t deadline = timeout_ms == XP_TIMEOUT_INFINITE
-				   ? INT64_MAX
-				   : xpi_now_ns() + (int64_t)timeout_ms * 1000000;
+	/* The clock is first read after some idle rounds: most waits end
+	 * sooner, and a read costs as much as a round. */
+	int64_t deadline = 0;
 	unsigned idle = 0;
+	bool owner = false;
 
+	/*
+	 * While it waits, this thread runs the rank's engine itself, holding the
+	 * owner token across rounds: taking and giving back the token costs two
+	 * atomic exchanges a round, and the round's length is how late a
+	 * message is noticed. Other threads of the rank meanwhile hand their
+	 * work over through cmdq, which each round drains. The token is given
+	 * back before yielding the CPU, so another thread can take over.
+	 */
 	while (!xpi_request_done(r)) {
-		if (xp_progress(ctx) > 0) {
+		if (!owner)
+			owner = xpi_owner_try_acquire(ctx);
+		if (owner && xpi_engine_run(ctx) > 0) {
 			idle = 0;
 			continue;
 		}
 		if (xpi_request_done(r))
 			break;
-		if (++idle < SPIN_BEFORE_YIELD)
+		if (++idle < SPIN_BEFORE_YIELD) {
 			xpi_cpu_relax();
-		else
+		} else {
+			if (owner) {
+				xpi_owner_release(ctx);
+				owner = false;
+			}
 			sched_yield();
-		if ((idle & 15) == 0 && deadline != INT64_MAX && xpi_now_ns() >= deadline) {
+		}
+		if ((idle & 15) != 0 || deadline == INT64_MAX)
+			continue;
+		if (deadline == 0) {
+			deadline = timeout_ms == XP_TIMEOUT_INFINITE
+					   ? INT64_MAX
+					   : xpi_now_ns() + (int64_t)timeout_ms * 1000000;
+		} else if (xpi_now_ns() >= deadline) {
 			r->waited_ms = timeout_ms;
-			request_cancel(r, -ETIMEDOUT);
+			request_cancel(r, -ETIMEDOUT); /* queued to us if we hold the token */
 			deadline = INT64_MAX; /* the cancel ends the wait, soon and surely */
 		}
 	}
+	if (owner)
+		xpi_owner_release(ctx);
 	return finish(reqp, status);
 }
 

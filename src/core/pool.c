@@ -61,7 +61,7 @@ void xpi_pool_destroy(struct xpi_pool *pool)
 		if (c->base != NULL)
 			munmap(c->base, c->map_len);
 		free(c->bufs);
-		xpi_mpmc_ring_fini(&c->free);
+		xpi_free_stack_fini(&c->free);
 	}
 	free(pool);
 }
@@ -83,7 +83,7 @@ static int init_class(struct xpi_pool *pool, struct xpi_pool_class *c, size_t bu
 	c->bufs = calloc(n, sizeof(*c->bufs));
 	if (c->bufs == NULL)
 		return -ENOMEM;
-	int rc = xpi_mpmc_ring_init(&c->free, xpi_next_pow2_u32(c->count));
+	int rc = xpi_free_stack_init(&c->free, c->count);
 	if (rc < 0)
 		return rc;
 	for (uint32_t i = 0; i < c->count; i++) {
@@ -93,8 +93,11 @@ static int init_class(struct xpi_pool *pool, struct xpi_pool_class *c, size_t bu
 		b->cap = buf_size;
 		b->index = i;
 		b->cls = (uint8_t)(c - pool->cls);
-		xpi_mpmc_ring_push(&c->free, i);
 	}
+	/* Pushed from the top down, so the first gets hand out the lowest
+	 * addresses in order. */
+	for (uint32_t i = c->count; i-- > 0;)
+		xpi_free_stack_push(&c->free, i);
 	pool->reserved_bytes += c->map_len;
 	return 0;
 }
@@ -183,7 +186,7 @@ static int get_large(struct xpi_pool *pool, size_t size, struct xp_buf **out)
 		}
 	}
 	atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&pool->in_use, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&pool->large_in_use, 1, memory_order_relaxed);
 	*out = b;
 	return 0;
 }
@@ -195,12 +198,11 @@ int xpi_pool_get(struct xpi_pool *pool, size_t size, struct xp_buf **out)
 		if (size > c->buf_size)
 			continue;
 		uint32_t idx;
-		if (!xpi_mpmc_ring_pop(&c->free, &idx))
+		if (!xpi_free_stack_pop(&c->free, &idx))
 			return -ENOBUFS; /* back-pressure: do not borrow a bigger class */
 		struct xp_buf *b = &c->bufs[idx];
 		atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
 		b->len = size;
-		atomic_fetch_add_explicit(&pool->in_use, 1, memory_order_relaxed);
 		*out = b;
 		return 0;
 	}
@@ -212,8 +214,8 @@ void xpi_buf_put(struct xp_buf *b)
 	if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	struct xpi_pool *pool = b->pool;
-	atomic_fetch_sub_explicit(&pool->in_use, 1, memory_order_relaxed);
 	if (b->cls == XPI_POOL_LARGE_CLASS) {
+		atomic_fetch_sub_explicit(&pool->large_in_use, 1, memory_order_relaxed);
 		int nhooks = atomic_load(&pool->nhooks);
 		for (int h = 0; h < nhooks; h++)
 			if (pool->hooks[h].dereg != NULL)
@@ -223,8 +225,16 @@ void xpi_buf_put(struct xp_buf *b)
 		free(b);
 		return;
 	}
-	/* Cannot fail: the ring holds every index of the class. */
-	xpi_mpmc_ring_push(&pool->cls[b->cls].free, b->index);
+	xpi_free_stack_push(&pool->cls[b->cls].free, b->index);
+}
+
+uint64_t xpi_pool_in_use(const struct xpi_pool *pool)
+{
+	uint64_t n = (uint64_t)atomic_load(&pool->large_in_use);
+	for (int i = 0; i < XPI_POOL_NCLASSES; i++)
+		for (uint32_t k = 0; k < pool->cls[i].count; k++)
+			n += atomic_load_explicit(&pool->cls[i].bufs[k].refs, memory_order_relaxed) != 0;
+	return n;
 }
 
 void *xpi_buf_handle(const struct xp_buf *b, int hook)

@@ -5,7 +5,7 @@
  * registered once with every backend through its mem_register hook.
  *
  * Threads: get and put may run on any thread at once (free lists are
- * lock-free MPMC rings). Buffers are refcounted; the last release puts a
+ * lock-free stacks, free_stack.h). Buffers are refcounted; the last release puts a
  * buffer back on its class's free list. The pool never grows past its bound:
  * an empty class is back-pressure (-ENOBUFS), never a new allocation.
  * Messages larger than the largest class get a dedicated mapping charged to
@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mpmc_ring.h"
+#include "free_stack.h"
 
 #define XPI_POOL_NCLASSES 5
 #define XPI_POOL_LARGE_CLASS 0xffu
@@ -54,7 +54,7 @@ struct xpi_pool_class {
 	size_t map_len;
 	bool huge;
 	struct xp_buf *bufs;
-	struct xpi_mpmc_ring free;
+	struct xpi_free_stack free;
 	void *handles[XPI_POOL_MAX_HOOKS];
 };
 
@@ -63,7 +63,7 @@ struct xpi_pool {
 	size_t max_bytes;
 	size_t reserved_bytes;           /* what the classes mapped */
 	_Atomic size_t large_bytes;      /* dedicated mappings now alive */
-	_Atomic int64_t in_use;
+	_Atomic int64_t large_in_use;    /* how many of them */
 	struct xpi_reg_hook hooks[XPI_POOL_MAX_HOOKS];
 	_Atomic int nhooks;
 	bool huge;
@@ -99,5 +99,10 @@ void xpi_buf_put(struct xp_buf *b);
 void *xpi_buf_handle(const struct xp_buf *b, int hook);
 
 size_t xpi_pool_largest_class(const struct xpi_pool *pool);
+
+/* Buffers taken and not yet released. Walks every descriptor: for
+ * statistics and tests, not for hot paths (a shared counter updated on every
+ * get and put would cost a cache-line transfer between threads each time). */
+uint64_t xpi_pool_in_use(const struct xpi_pool *pool);
 
 #endif

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The in-process transport's ops (see inproc.h). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,23 +41,28 @@ static struct xpi_ring *ring_to(struct xpi_inproc *ip, int peer)
 	return ring;
 }
 
-/* A free slot of the ring to @peer, or NULL if it is full (or not there). */
-static struct xpi_slot *slot_claim(struct xpi_inproc *ip, int peer, struct xpi_ring **out)
+/* The first of @nslots free slots of the ring to @peer, or NULL if there
+ * are not that many free (or no ring). */
+static struct xpi_slot *slot_claim(struct xpi_inproc *ip, int peer, uint32_t nslots,
+				   struct xpi_ring **out)
 {
 	struct xpi_ring *ring = ring_to(ip, peer);
 	if (xpi_unlikely(ring == NULL))
 		return NULL;
-	if (ring->prod_pos - ring->prod_head_cache >= XPI_RING_SLOTS) {
+	if (ring->prod_pos + nslots - ring->prod_head_cache > XPI_RING_SLOTS) {
 		ring->prod_head_cache = atomic_load_explicit(&ring->head_pub, memory_order_acquire);
-		if (ring->prod_pos - ring->prod_head_cache >= XPI_RING_SLOTS)
+		if (ring->prod_pos + nslots - ring->prod_head_cache > XPI_RING_SLOTS)
 			return NULL;
 	}
 	*out = ring;
 	return &ring->slots[ring->prod_pos & (XPI_RING_SLOTS - 1)];
 }
 
+/* Fills the header of the message's first slot and publishes the message:
+ * the release store of its sequence number makes everything written
+ * before it (payload, later slots) visible to the consumer. */
 static void slot_publish(struct xpi_ring *ring, struct xpi_slot *s, const struct xpi_msg_hdr *h,
-			 uint8_t kind)
+			 uint8_t kind, uint32_t nslots)
 {
 	s->kind = kind;
 	s->comm = h->comm;
@@ -64,18 +70,59 @@ static void slot_publish(struct xpi_ring *ring, struct xpi_slot *s, const struct
 	s->tag = h->tag;
 	s->len = h->len;
 	atomic_store_explicit(&s->seq, ring->prod_pos + 1, memory_order_release);
-	ring->prod_pos++;
+	ring->prod_pos += nslots;
+}
+
+static struct xpi_slot_cont *cont_slot(struct xpi_ring *ring, uint32_t pos)
+{
+	return (struct xpi_slot_cont *)&ring->slots[pos & (XPI_RING_SLOTS - 1)];
+}
+
+/* Writes a long inline payload: its head into slot @s, the rest into the
+ * slots after it, each stamped with its own position. */
+static void slots_write(struct xpi_ring *ring, struct xpi_slot *s, const uint8_t *data,
+			uint64_t len)
+{
+	memcpy(s->u.data, data, XPI_SLOT_HEAD_DATA);
+	uint64_t off = XPI_SLOT_HEAD_DATA;
+	for (uint32_t pos = ring->prod_pos + 1; off < len; pos++) {
+		struct xpi_slot_cont *c = cont_slot(ring, pos);
+		uint64_t n = len - off < XPI_SLOT_CONT_DATA ? len - off : XPI_SLOT_CONT_DATA;
+		memcpy(c->data, data + off, n);
+		atomic_store_explicit(&c->seq, pos + 1, memory_order_relaxed);
+		off += n;
+	}
+}
+
+/* Gathers a long inline payload that starts at slot @s into @out. */
+static void slots_read(struct xpi_ring *ring, const struct xpi_slot *s, uint8_t *out)
+{
+	uint64_t len = s->len;
+	memcpy(out, s->u.data, XPI_SLOT_HEAD_DATA);
+	uint64_t off = XPI_SLOT_HEAD_DATA;
+	for (uint32_t pos = ring->cons_pos + 1; off < len; pos++) {
+		uint64_t n = len - off < XPI_SLOT_CONT_DATA ? len - off : XPI_SLOT_CONT_DATA;
+		memcpy(out + off, cont_slot(ring, pos)->data, n);
+		off += n;
+	}
+}
+
+/* Slots taken by the message whose first slot is @s. */
+static uint32_t slots_of(const struct xpi_slot *s)
+{
+	return s->kind == XPI_MSG_INLINE ? xpi_slots_for(s->len) : 1;
 }
 
 static int inproc_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, const void *data)
 {
 	struct xpi_inproc *ip = tlp;
 	struct xpi_ring *ring;
-	struct xpi_slot *s = slot_claim(ip, peer, &ring);
+	bool inline_ = h->len <= XPI_RING_INLINE_MAX;
+	uint32_t nslots = inline_ ? xpi_slots_for(h->len) : 1;
+	struct xpi_slot *s = slot_claim(ip, peer, nslots, &ring);
 	if (s == NULL)
 		return ring_to(ip, peer) == NULL ? -ENOMEM : -EAGAIN;
 
-	xp_context_t *dst = ip->job->ctxs[peer];
 	uint64_t cost = xpi_eager_cost(h->len);
 	uint64_t credit = ip->ctx->eager_credit_per_peer; /* one config per job */
 	if (ring->eager_sent + cost - ring->credit_cache > credit) {
@@ -83,21 +130,23 @@ static int inproc_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, c
 		if (ring->eager_sent + cost - ring->credit_cache > credit)
 			return -ENOBUFS;
 	}
-	if (h->len <= XPI_INLINE_MAX) {
-		if (h->len != 0)
+	if (inline_) {
+		if (nslots > 1)
+			slots_write(ring, s, data, h->len);
+		else if (h->len != 0)
 			memcpy(s->u.data, data, h->len);
 		ring->eager_sent += cost;
-		slot_publish(ring, s, h, XPI_MSG_INLINE);
+		slot_publish(ring, s, h, XPI_MSG_INLINE, nslots);
 		return 0;
 	}
 	struct xp_buf *b;
-	if (xpi_pool_get(dst->pool, h->len, &b) < 0)
+	if (xpi_pool_get(ip->job->pools[peer], h->len, &b) < 0)
 		return -ENOBUFS;
 	memcpy(b->data, data, h->len);
 	b->len = h->len;
 	s->u.buf = b;
 	ring->eager_sent += cost;
-	slot_publish(ring, s, h, XPI_MSG_BUF);
+	slot_publish(ring, s, h, XPI_MSG_BUF, 1);
 	return 0;
 }
 
@@ -106,14 +155,14 @@ static int inproc_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_
 {
 	struct xpi_inproc *ip = tlp;
 	struct xpi_ring *ring;
-	struct xpi_slot *s = slot_claim(ip, peer, &ring);
+	struct xpi_slot *s = slot_claim(ip, peer, 1, &ring);
 	if (s == NULL)
 		return ring_to(ip, peer) == NULL ? -ENOMEM : -EAGAIN;
 	if (reg != NULL)
 		atomic_fetch_add_explicit(&ip->rts_registered, 1, memory_order_relaxed);
 	xpi_request_get(sreq); /* dropped when the receiver fetches or drops it */
 	s->u.sreq = sreq;
-	slot_publish(ring, s, h, XPI_MSG_RTS);
+	slot_publish(ring, s, h, XPI_MSG_RTS, 1);
 	return 0;
 }
 
@@ -162,21 +211,28 @@ static int poll_ring(struct xpi_inproc *ip, struct xpi_ring *ring)
 		struct xpi_slot *s = &ring->slots[ring->cons_pos & (XPI_RING_SLOTS - 1)];
 		if (atomic_load_explicit(&s->seq, memory_order_acquire) != ring->cons_pos + 1)
 			break;
-		struct xpi_msg m = {
-			.u.key = { .comm = s->comm, .src = ring->src, .tag = s->tag },
-			.kind = s->kind,
-			.tl = 0,
-			.peer_seq = s->peer_seq,
-			.len = s->len,
-		};
-		if (s->kind == XPI_MSG_INLINE)
-			m.data = s->u.data;
-		else if (s->kind == XPI_MSG_BUF)
-			m.buf = s->u.buf;
-		else
-			m.rndv = s->u.sreq;
+		/* Field by field: zeroing the whole descriptor (its links and
+		 * inline store) would cost more than the rest of the delivery. */
+		struct xpi_msg m;
+		m.u.key.comm = s->comm;
+		m.u.key.src = ring->src;
+		m.u.key.tag = s->tag;
+		m.u.key.mask = 0;
+		m.kind = s->kind;
+		m.tl = 0;
+		m.sized = false;
+		m.peer_seq = s->peer_seq;
+		m.len = s->len;
+		m.data = s->u.data;
+		uint32_t nslots = slots_of(s);
+		if (nslots > 1) {
+			slots_read(ring, s, ip->scratch);
+			m.data = ip->scratch;
+		}
+		m.buf = s->kind == XPI_MSG_BUF ? s->u.buf : NULL;
+		m.rndv = s->kind == XPI_MSG_RTS ? s->u.sreq : NULL;
 		xpi_engine_deliver(ip->ctx, &m);
-		ring->cons_pos++;
+		ring->cons_pos += nslots;
 	}
 	/* Publish progress when the ring ran dry or a quarter was read. */
 	if (ring->cons_pos != ring->cons_published &&
@@ -261,6 +317,6 @@ void xpi_ring_drain(struct xpi_ring *ring)
 			xpi_buf_put(s->u.buf);
 		else if (s->kind == XPI_MSG_RTS)
 			xpi_request_put(s->u.sreq);
-		ring->cons_pos++;
+		ring->cons_pos += slots_of(s);
 	}
 }

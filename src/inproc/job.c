@@ -33,9 +33,11 @@ static void job_free(struct xp_local_job *job)
 		if (job->tls != NULL) {
 			free(job->tls[i].out);
 			free(job->tls[i].in);
+			free(job->tls[i].scratch);
 		}
 	}
 	free(job->rings);
+	free(job->pools);
 	free(job->tls);
 	free(job->ctxs);
 	free(job);
@@ -51,9 +53,10 @@ int xpi_local_job_create(int n, const struct xpi_config *cfg, xp_local_job_t **o
 	job->n = n;
 	job->ctxs = calloc((size_t)n, sizeof(*job->ctxs));
 	job->tls = calloc((size_t)n, sizeof(*job->tls));
+	job->pools = calloc((size_t)n, sizeof(*job->pools));
 	job->rings = calloc((size_t)n * (size_t)n, sizeof(*job->rings));
 	int rc = -ENOMEM;
-	if (job->ctxs == NULL || job->tls == NULL || job->rings == NULL)
+	if (job->ctxs == NULL || job->tls == NULL || job->rings == NULL || job->pools == NULL)
 		goto fail;
 	for (int i = 0; i < n; i++) {
 		struct xpi_inproc *ip = &job->tls[i];
@@ -61,12 +64,14 @@ int xpi_local_job_create(int n, const struct xpi_config *cfg, xp_local_job_t **o
 		ip->rank = i;
 		ip->out = calloc((size_t)n, sizeof(*ip->out));
 		ip->in = calloc((size_t)n, sizeof(*ip->in));
-		if (ip->out == NULL || ip->in == NULL)
+		ip->scratch = malloc(XPI_RING_INLINE_MAX);
+		if (ip->out == NULL || ip->in == NULL || ip->scratch == NULL)
 			goto fail;
 		rc = xpi_context_create(i, n, cfg, &job->ctxs[i]);
 		if (rc < 0)
 			goto fail;
 		ip->ctx = job->ctxs[i];
+		job->pools[i] = job->ctxs[i]->pool;
 		job->ctxs[i]->local_job = job;
 		job->ctxs[i]->owned_by_job = true;
 		rc = xpi_context_add_tl(job->ctxs[i], &xpi_inproc_ops, ip);

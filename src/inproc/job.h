@@ -17,6 +17,7 @@ struct xpi_inproc {
 	struct xpi_ring **out; /* by destination; producer (this rank's owner) */
 	struct xpi_ring **in;  /* incoming rings this rank polls; its owner */
 	int nin;
+	uint8_t *scratch; /* a long inline payload, gathered from its slots */
 	/* Registrations this rank's backend holds, and rendezvous sends that
 	 * found one (tests read these to see the hooks at work). */
 	_Atomic int64_t regs_live;
@@ -26,6 +27,9 @@ struct xpi_inproc {
 struct xp_local_job {
 	int n;
 	xp_context_t **ctxs;
+	/* Each rank's pool, read by its senders: a copy apart from the
+	 * contexts, whose lines their owners write all the time. */
+	struct xpi_pool **pools;
 	struct xpi_inproc *tls;
 	struct xpi_ring **rings; /* [src * n + dst], for teardown */
 };

@@ -9,6 +9,16 @@
 #include "../core/engine.h"
 
 #define XPI_RING_SLOTS 256u
+/* Payload bytes in a message's first slot and in each slot after it (every
+ * slot keeps its own sequence number, so a consumer can never mistake
+ * stale payload for a filled slot). */
+#define XPI_SLOT_HEAD_DATA 32u
+#define XPI_SLOT_CONT_DATA 60u
+/* Eager payloads up to this travel inside the ring, over 1 + 16 slots;
+ * longer ones in a buffer of the receiver's pool. Inside the ring they
+ * cross between cores with the message itself and touch nothing else
+ * that both sides write (the pool's free list, the buffer's refcount). */
+#define XPI_RING_INLINE_MAX (XPI_SLOT_HEAD_DATA + 16u * XPI_SLOT_CONT_DATA)
 
 /* One message: exactly one cache line. */
 struct xpi_slot {
@@ -26,6 +36,22 @@ struct xpi_slot {
 	} u;
 };
 _Static_assert(sizeof(struct xpi_slot) == 64, "a slot is one cache line");
+
+/* A slot after the first of a long inline message. */
+struct xpi_slot_cont {
+	_Atomic uint32_t seq;
+	uint8_t data[XPI_SLOT_CONT_DATA];
+};
+_Static_assert(sizeof(struct xpi_slot_cont) == 64, "a slot is one cache line");
+
+/* How many slots an eager inline message of @len bytes takes. */
+static inline uint32_t xpi_slots_for(uint64_t len)
+{
+	if (len <= XPI_SLOT_HEAD_DATA)
+		return 1;
+	return 1 + (uint32_t)((len - XPI_SLOT_HEAD_DATA + XPI_SLOT_CONT_DATA - 1) /
+			      XPI_SLOT_CONT_DATA);
+}
 
 struct xpi_ring {
 	struct xpi_cmd announce; /* tells the consumer the ring exists */

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * C side of bench_core. The pool, MPSC queue and free-stack headers use C11
+ * _Atomic, which C++17 cannot parse, so the loops that exercise them live
+ * here and bench_core.cpp calls them with plain types. Each call runs a
+ * whole batch, so the out-of-line call costs a fraction of a nanosecond per
+ * operation instead of landing on every one of them.
+ *
+ * The prototypes are repeated in bench_core.cpp; keep the two in step.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "xport/xport.h"
+#include "core/free_stack.h"
+#include "core/mpsc.h"
+#include "core/pool.h"
+
+struct bc_mpsc {
+	struct xpi_mpsc q;
+	int nnodes;
+	struct xpi_qnode *nodes;
+};
+
+struct bc_stack {
+	struct xpi_free_stack stack;
+};
+
+struct xpi_pool *bc_pool_create(size_t max_bytes);
+void bc_pool_destroy(struct xpi_pool *pool);
+int bc_pool_get_put(struct xpi_pool *pool, size_t size, long n);
+struct bc_mpsc *bc_mpsc_create(int nnodes);
+void bc_mpsc_destroy(struct bc_mpsc *q);
+long bc_mpsc_run(struct bc_mpsc *q, long n, int burst);
+struct bc_stack *bc_stack_create(uint32_t capacity);
+void bc_stack_destroy(struct bc_stack *r);
+long bc_stack_run(struct bc_stack *r, long n, int burst, int thread);
+
+/* Ordinary pages: hugetlb availability differs between hosts and would make
+ * runs incomparable; the free-list code is the same either way. */
+struct xpi_pool *bc_pool_create(size_t max_bytes)
+{
+	struct xpi_pool *pool;
+	return xpi_pool_create(max_bytes, XP_HUGEPAGES_OFF, &pool) == 0 ? pool : NULL;
+}
+
+void bc_pool_destroy(struct xpi_pool *pool)
+{
+	xpi_pool_destroy(pool);
+}
+
+/* @n times: take a buffer of @size bytes and give it back. 0 or -ENOBUFS. */
+int bc_pool_get_put(struct xpi_pool *pool, size_t size, long n)
+{
+	for (long i = 0; i < n; i++) {
+		struct xp_buf *b;
+		int rc = xpi_pool_get(pool, size, &b);
+		if (rc < 0)
+			return rc;
+		xpi_buf_put(b);
+	}
+	return 0;
+}
+
+struct bc_mpsc *bc_mpsc_create(int nnodes)
+{
+	struct bc_mpsc *q = aligned_alloc(64, (sizeof(*q) + 63) & ~(size_t)63);
+	if (q == NULL)
+		return NULL;
+	q->nodes = calloc((size_t)nnodes, sizeof(*q->nodes));
+	if (q->nodes == NULL) {
+		free(q);
+		return NULL;
+	}
+	q->nnodes = nnodes;
+	xpi_mpsc_init(&q->q);
+	return q;
+}
+
+void bc_mpsc_destroy(struct bc_mpsc *q)
+{
+	if (q == NULL)
+		return;
+	free(q->nodes);
+	free(q);
+}
+
+/*
+ * @n push-pop pairs, @burst pushes then @burst pops at a time (@burst must
+ * divide @n and be at most the node count). A burst of one always empties
+ * the queue, which takes pop's slow path (re-pushing the stub); longer
+ * bursts mostly take the fast one. Returns the nodes popped, in order, or
+ * -EPROTO if one came out of order.
+ */
+long bc_mpsc_run(struct bc_mpsc *q, long n, int burst)
+{
+	long popped = 0;
+	for (long i = 0; i < n; i += burst) {
+		for (int k = 0; k < burst; k++)
+			xpi_mpsc_push(&q->q, &q->nodes[k]);
+		for (int k = 0; k < burst; k++) {
+			struct xpi_qnode *node = xpi_mpsc_pop(&q->q);
+			if (node != &q->nodes[k])
+				return -EPROTO;
+			popped++;
+		}
+	}
+	return popped;
+}
+
+struct bc_stack *bc_stack_create(uint32_t capacity)
+{
+	struct bc_stack *r = aligned_alloc(64, (sizeof(*r) + 63) & ~(size_t)63);
+	if (r == NULL)
+		return NULL;
+	if (xpi_free_stack_init(&r->stack, capacity) < 0) {
+		free(r);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < capacity; i++)
+		xpi_free_stack_push(&r->stack, i);
+	return r;
+}
+
+void bc_stack_destroy(struct bc_stack *r)
+{
+	if (r == NULL)
+		return;
+	xpi_free_stack_fini(&r->stack);
+	free(r);
+}
+
+/*
+ * @n pop-push pairs, @burst at a time, as the pool's get and put do. Safe
+ * from several threads on one stack holding at least threads x @burst
+ * indices. Returns the pairs done, or -EPROTO if a pop found the stack empty
+ * (it never is: each thread gives back what it took).
+ */
+long bc_stack_run(struct bc_stack *r, long n, int burst, int thread)
+{
+	(void)thread;
+	uint32_t held[64];
+	long done = 0;
+	if (burst > 64)
+		burst = 64;
+	for (long i = 0; i < n; i += burst) {
+		for (int k = 0; k < burst; k++)
+			if (!xpi_free_stack_pop(&r->stack, &held[k]))
+				return -EPROTO;
+		for (int k = 0; k < burst; k++) {
+			xpi_free_stack_push(&r->stack, held[k]);
+			done++;
+		}
+	}
+	return done;
+}
