@@ -669,10 +669,14 @@ static void print_header(struct bench *b)
 			"from its go to the last completion;\n#     MB/s = 10^6 B/s, "
 			"median of iters rounds\n",
 			o->window);
+	char rndv[64];
+	if (b->cfg.rndv_threshold != 0)
+		snprintf(rndv, sizeof(rndv), "from %zu B (XP_RNDV_THRESHOLD)", b->cfg.rndv_threshold);
+	else
+		snprintf(rndv, sizeof(rndv), "at the transport's threshold (see protocol)");
 	fprintf(hdr_out,
-		"# rendezvous from %zu B; pool on %s pages; clock CLOCK_MONOTONIC_RAW, "
-		"%.0f ns a read\n",
-		b->cfg.rndv_threshold, st.pool_hugepages ? "hugetlb" : "ordinary", b->clock_ns);
+		"# rendezvous %s; pool on %s pages; clock CLOCK_MONOTONIC_RAW, %.0f ns a read\n",
+		rndv, st.pool_hugepages ? "hugetlb" : "ordinary", b->clock_ns);
 	fflush(hdr_out);
 	print_table_head(o);
 }

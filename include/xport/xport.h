@@ -18,7 +18,9 @@
  *  - Thread safety: every function may be called from any thread. Each rank
  *    has one matching engine with one owner at a time; a thread that cannot
  *    become the owner at once hands its work over through a lock-free queue
- *    and never waits for a lock (docs/ARCHITECTURE.md).
+ *    and never waits for a lock (docs/ARCHITECTURE.md). A program that
+ *    calls into each rank from one thread at a time can say so
+ *    (XP_THREAD_SERIALIZED) and save the handover's atomic operations.
  */
 #ifndef XPORT_XPORT_H
 #define XPORT_XPORT_H
@@ -59,6 +61,16 @@ enum xp_hugepages {
 	XP_HUGEPAGES_ON = 2,   /* hugetlb pages or fail with -ENOMEM */
 };
 
+enum xp_thread_mode {
+	/* Any number of threads may call into a rank at once (the default). */
+	XP_THREAD_MULTI = 0,
+	/* The program promises that no two threads call into the same rank at
+	 * the same time (MPI's MPI_THREAD_SERIALIZED, UCX's single-thread
+	 * worker). The rank then skips the two atomic exchanges per call that
+	 * hand its engine from thread to thread. */
+	XP_THREAD_SERIALIZED = 1,
+};
+
 /**
  * Settings of a context. Initialise with xp_config_init(), which applies the
  * built-in defaults and then the XP_* environment variables named below, and
@@ -69,8 +81,10 @@ typedef struct xp_config {
 	int timeout_ms;              /* default wait deadline; XP_TIMEOUT_MS; 30000 */
 	size_t pool_max_bytes;       /* bound on each rank's buffer pool; XP_POOL_MAX_BYTES; 64 MiB */
 	size_t unexpected_max_bytes; /* bound on buffered unexpected payload; XP_UNEXPECTED_MAX_BYTES; 16 MiB */
-	size_t rndv_threshold;       /* messages this long or longer use rendezvous; XP_RNDV_THRESHOLD; 32 KiB */
+	size_t rndv_threshold;       /* messages this long or longer use rendezvous; XP_RNDV_THRESHOLD;
+				      * 0 (default): each transport's own (in-process 4 KiB) */
 	int hugepages;               /* enum xp_hugepages; XP_HUGEPAGES=auto|on|off */
+	int thread_mode;             /* enum xp_thread_mode; XP_THREAD_MODE=multi|serialized */
 } xp_config_t;
 
 /** Fills @cfg with defaults and then the XP_* environment. */

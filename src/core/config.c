@@ -11,7 +11,6 @@
 #define DEFAULT_TIMEOUT_MS 30000
 #define DEFAULT_POOL_MAX (64u << 20)
 #define DEFAULT_UNEXPECTED_MAX (16u << 20)
-#define DEFAULT_RNDV_THRESHOLD (32u << 10)
 
 /* Parses a size with an optional k/m/g suffix (powers of 1024). */
 static int parse_size(const char *s, size_t *out)
@@ -54,8 +53,9 @@ XPI_EXPORT void xp_config_init(xp_config_t *cfg)
 	cfg->timeout_ms = DEFAULT_TIMEOUT_MS;
 	cfg->pool_max_bytes = DEFAULT_POOL_MAX;
 	cfg->unexpected_max_bytes = DEFAULT_UNEXPECTED_MAX;
-	cfg->rndv_threshold = DEFAULT_RNDV_THRESHOLD;
+	cfg->rndv_threshold = 0; /* each transport's own */
 	cfg->hugepages = XP_HUGEPAGES_AUTO;
+	cfg->thread_mode = XP_THREAD_MULTI;
 
 	const char *s = getenv("XP_TIMEOUT_MS");
 	if (s != NULL && *s != '\0') {
@@ -80,6 +80,16 @@ XPI_EXPORT void xp_config_init(xp_config_t *cfg)
 		else
 			xpi_log(XPI_LOG_WARN, "ignoring XP_HUGEPAGES=%s: want auto, on or off", s);
 	}
+	s = getenv("XP_THREAD_MODE");
+	if (s != NULL && *s != '\0') {
+		if (strcasecmp(s, "multi") == 0)
+			cfg->thread_mode = XP_THREAD_MULTI;
+		else if (strcasecmp(s, "serialized") == 0)
+			cfg->thread_mode = XP_THREAD_SERIALIZED;
+		else
+			xpi_log(XPI_LOG_WARN, "ignoring XP_THREAD_MODE=%s: want multi or serialized",
+				s);
+	}
 }
 
 int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
@@ -90,12 +100,14 @@ int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
 		in = &def;
 	}
 	if (in->struct_size < sizeof(xp_config_t) || in->timeout_ms <= 0 || in->pool_max_bytes == 0 ||
-	    in->hugepages < XP_HUGEPAGES_AUTO || in->hugepages > XP_HUGEPAGES_ON)
+	    in->hugepages < XP_HUGEPAGES_AUTO || in->hugepages > XP_HUGEPAGES_ON ||
+	    in->thread_mode < XP_THREAD_MULTI || in->thread_mode > XP_THREAD_SERIALIZED)
 		return -EINVAL;
 	out->timeout_ms = in->timeout_ms;
 	out->pool_max_bytes = in->pool_max_bytes;
 	out->unexpected_max_bytes = in->unexpected_max_bytes;
 	out->rndv_threshold = in->rndv_threshold;
 	out->hugepages = in->hugepages;
+	out->thread_mode = in->thread_mode;
 	return 0;
 }

@@ -14,6 +14,7 @@ struct xpi_config {
 	size_t unexpected_max_bytes;
 	size_t rndv_threshold;
 	int hugepages;
+	int thread_mode;
 };
 
 /* Validates a public config (NULL: defaults and environment). Returns 0 or -EINVAL. */

@@ -29,6 +29,7 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 	ctx->rank = rank;
 	ctx->size = size;
 	ctx->cfg = *cfg;
+	ctx->serialized = cfg->thread_mode == XP_THREAD_SERIALIZED;
 	ctx->eager_credit_per_peer = cfg->unexpected_max_bytes / (uint64_t)size;
 	xpi_mpsc_init(&ctx->cmdq);
 	xpi_dlist_init(&ctx->regs);
@@ -77,6 +78,14 @@ int xpi_context_add_tl(xp_context_t *ctx, const struct xpi_tl_ops *ops, void *tl
 		return rc;
 	ctx->ntls++;
 	return 0;
+}
+
+void xpi_context_set_peer_tl(xp_context_t *ctx, int peer, int tl)
+{
+	struct xpi_peer *p = &ctx->peers[peer];
+	p->tl = (uint8_t)tl;
+	p->rndv_threshold = ctx->cfg.rndv_threshold != 0 ? ctx->cfg.rndv_threshold
+							  : ctx->tls[tl].ops->rndv_threshold;
 }
 
 /* Drops everything still queued. The owner token is not needed: no other

@@ -46,6 +46,8 @@ int xpi_engine_run(xp_context_t *ctx)
 int xpi_owner_release(xp_context_t *ctx)
 {
 	int n = 0;
+	if (ctx->serialized)
+		return 0; /* commands of other ranks wait for this rank's next call */
 	for (;;) {
 		/* seq_cst store then seq_cst load of the queue tail: pairs with
 		 * the seq_cst exchange in xpi_mpsc_push, so either the producer
@@ -395,7 +397,7 @@ static int try_send(xp_context_t *ctx, xp_request_t *r)
 	int rc;
 
 	if (r->proto == XPI_PROTO_NONE)
-		r->proto = r->len < ctx->cfg.rndv_threshold ? XPI_PROTO_EAGER : XPI_PROTO_RNDV;
+		r->proto = r->len < peer->rndv_threshold ? XPI_PROTO_EAGER : XPI_PROTO_RNDV;
 	if (r->proto == XPI_PROTO_EAGER) {
 		rc = t->ops->send_eager(t->tl, r->peer, &h, r->buf);
 		if (rc == 0) {

@@ -91,6 +91,7 @@ struct xpi_peer {
 	struct xpi_dlink held;         /* early arrivals, by sequence number */
 	struct xpi_dlink pending;      /* sends waiting for transport room */
 	uint8_t tl;                    /* transport serving this peer */
+	size_t rndv_threshold;         /* the program's, or that transport's */
 	/* Eager credit given back: the cost of every eager message from this
 	 * peer that has been consumed. The transport carries it to the peer. */
 	uint64_t eager_returned;
@@ -127,6 +128,7 @@ struct xpi_tl_slot {
 
 struct xp_context {
 	_Alignas(64) _Atomic int owner;
+	bool serialized; /* XP_THREAD_SERIALIZED: the token is implicit */
 	_Alignas(64) struct xpi_mpsc cmdq;
 	_Alignas(64) int rank, size;
 	struct xpi_config cfg;
@@ -155,9 +157,13 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 void xpi_context_teardown(xp_context_t *ctx);
 void xpi_context_destroy(xp_context_t *ctx);
 int xpi_context_add_tl(xp_context_t *ctx, const struct xpi_tl_ops *ops, void *tl);
+/* Makes transport number @tl serve @peer. */
+void xpi_context_set_peer_tl(xp_context_t *ctx, int peer, int tl);
 
 static inline bool xpi_owner_try_acquire(xp_context_t *ctx)
 {
+	if (ctx->serialized)
+		return true; /* the program calls in from one thread at a time */
 	return atomic_load_explicit(&ctx->owner, memory_order_relaxed) == 0 &&
 	       atomic_exchange_explicit(&ctx->owner, 1, memory_order_acquire) == 0;
 }

@@ -78,7 +78,12 @@ xp_request_t *xpi_request_new(xp_context_t *ctx, uint8_t op)
 
 void xpi_request_put(xp_request_t *r)
 {
-	if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
+	/* Holding the last reference, nobody else can take one: skip the
+	 * atomic read-modify-write (the usual case, a completed request given
+	 * back by its waiter). The acquire load orders the request's last
+	 * writes by other threads before its reuse here. */
+	if (atomic_load_explicit(&r->refs, memory_order_acquire) != 1 &&
+	    atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	free(r->detail);
 	if (cache.count >= CACHE_MAX) {

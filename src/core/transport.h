@@ -46,6 +46,10 @@ struct xpi_msg_hdr {
 
 struct xpi_tl_ops {
 	const char *name;
+	/* Messages this long or longer go by rendezvous unless the program set
+	 * a threshold: where eager's extra copy starts to cost more than
+	 * rendezvous's handshake on this transport (measured, see perf/). */
+	size_t rndv_threshold;
 
 	/*
 	 * Registers [addr, addr+len) for this transport; *handle is passed back

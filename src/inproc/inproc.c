@@ -296,6 +296,12 @@ static void inproc_mem_dereg(void *tlp, void *handle)
 
 const struct xpi_tl_ops xpi_inproc_ops = {
 	.name = "inproc",
+	/* Rendezvous here is one copy by the receiver straight from the
+	 * sender's buffer, and beat eager from about 1 KiB up in xport-perf
+	 * (16 KiB: 0.6 against 1.9 us). Below 4 KiB eager is kept anyway, as
+	 * Open MPI's shared memory does: such sends complete at once, and
+	 * programs that send before they post receives rely on that. */
+	.rndv_threshold = 4096,
 	.mem_reg = inproc_mem_reg,
 	.mem_dereg = inproc_mem_dereg,
 	.send_eager = inproc_send_eager,

@@ -78,7 +78,7 @@ int xpi_local_job_create(int n, const struct xpi_config *cfg, xp_local_job_t **o
 		if (rc < 0)
 			goto fail;
 		for (int p = 0; p < n; p++)
-			job->ctxs[i]->peers[p].tl = 0;
+			xpi_context_set_peer_tl(job->ctxs[i], p, 0);
 	}
 	*out = job;
 	return 0;
