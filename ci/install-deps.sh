@@ -19,8 +19,8 @@ packages=(
 	llvm
 	# optional backends and microbenchmarks, probed by meson.build
 	liburing-dev libbenchmark-dev
-	# test framework recommended in STYLE.md (unit tests may use it)
-	libcmocka-dev
+	# ci/lint.sh: formatting
+	clang-format
 	# ci/summarize-tests.py; setarch (util-linux) for the TSan/ASan ASLR
 	# fallback in ci/test.sh; ip netns for network tests
 	python3 util-linux iproute2

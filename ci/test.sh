@@ -7,6 +7,7 @@
 #         test (ci/install-test.sh) on the same build
 #   asan  clang, ASan + UBSan
 #   tsan  clang, TSan
+# and, first, ci/lint.sh (layering rule and formatting), counted as one test.
 #
 # Usage: bash ci/test.sh [gcc] [asan] [tsan]      (default: all three)
 #
@@ -181,6 +182,12 @@ run_config() {
 }
 
 total_start=$SECONDS
+log "=== lint: layering and formatting (ci/lint.sh)"
+if bash ci/lint.sh; then
+	summary_args+=(--result "lint/lint=OK")
+else
+	summary_args+=(--result "lint/lint=FAIL")
+fi
 for cfg in "${configs[@]}"; do
 	start=$SECONDS
 	run_config "$cfg"

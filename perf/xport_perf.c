@@ -671,7 +671,8 @@ static void print_header(struct bench *b)
 			o->window);
 	char rndv[64];
 	if (b->cfg.rndv_threshold != 0)
-		snprintf(rndv, sizeof(rndv), "from %zu B (XP_RNDV_THRESHOLD)", b->cfg.rndv_threshold);
+		snprintf(rndv, sizeof(rndv), "from %zu B (XP_RNDV_THRESHOLD)",
+			 b->cfg.rndv_threshold);
 	else
 		snprintf(rndv, sizeof(rndv), "at the transport's threshold (see protocol)");
 	fprintf(hdr_out,

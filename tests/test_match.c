@@ -48,10 +48,10 @@ static void test_exact_and_wildcard_order(void)
 {
 	struct recv r[4];
 	T_OK(xpi_match_init(&m));
-	post(&r[0], 0, 0, 1, 5, XP_TAG_EXACT);         /* exact */
+	post(&r[0], 0, 0, 1, 5, XP_TAG_EXACT);             /* exact */
 	post(&r[1], 1, 0, XP_ANY_SOURCE, 5, XP_TAG_EXACT); /* any source */
-	post(&r[2], 2, 0, 1, 5, XP_TAG_EXACT);         /* exact, later */
-	post(&r[3], 3, 0, 1, 0x100, 0xf00);            /* masked */
+	post(&r[2], 2, 0, 1, 5, XP_TAG_EXACT);             /* exact, later */
+	post(&r[3], 3, 0, 1, 0x100, 0xf00);                /* masked */
 	for (int i = 0; i < 4; i++)
 		T_CHECK(xpi_match_post(&m, &r[i].p) == NULL);
 	/* Earliest posted first, whichever queue it sits in. */

@@ -63,11 +63,21 @@ static struct xpi_match_key random_recv_key(void)
 	struct xpi_match_key k = random_msg_key();
 	k.mask = XP_TAG_EXACT;
 	switch (rnd() % 6) {
-	case 0: k.src = XP_ANY_SOURCE; break;            /* any source */
-	case 1: k.mask = 0xffull; break;                  /* masked: high bits free */
-	case 2: k.mask = XP_TAG_ANY; break;               /* any tag */
-	case 3: k.src = XP_ANY_SOURCE; k.mask = 0x1; break; /* parity only */
-	default: break;                                   /* exact */
+	case 0:
+		k.src = XP_ANY_SOURCE;
+		break; /* any source */
+	case 1:
+		k.mask = 0xffull;
+		break; /* masked: high bits free */
+	case 2:
+		k.mask = XP_TAG_ANY;
+		break; /* any tag */
+	case 3:
+		k.src = XP_ANY_SOURCE;
+		k.mask = 0x1;
+		break; /* parity only */
+	default:
+		break; /* exact */
 	}
 	return k;
 }
@@ -88,7 +98,8 @@ static void run_seed(uint64_t seed)
 			x->id = op;
 			struct recv *want = NULL;
 			for (int i = 0; i < nrecvs; i++)
-				if (recvs[i]->live && xpi_match_keys_match(&recvs[i]->key, &x->key)) {
+				if (recvs[i]->live &&
+				    xpi_match_keys_match(&recvs[i]->key, &x->key)) {
 					want = recvs[i];
 					break;
 				}

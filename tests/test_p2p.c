@@ -26,8 +26,8 @@ static void check_fill(const uint8_t *p, size_t len, unsigned seed)
 			T_FAIL("byte %zu of %zu differs (seed %u)", i, len, seed);
 }
 
-static const size_t sizes[] = { 0,     1,     31,    32,     33,      255,     256,     4095,
-				 32767, 32768, 65536, 100000, 1048576, 1048577, 3 << 20 };
+static const size_t sizes[] = { 0,     1,     31,    32,     33,      255,     256,    4095,
+				32767, 32768, 65536, 100000, 1048576, 1048577, 3 << 20 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 /* A spin barrier for the threads of one local job (the test's own control
@@ -256,8 +256,8 @@ static int order_posted_body(xp_context_t *ctx, void *arg)
 	int v[3];
 	if (xp_rank(ctx) == 1) {
 		xp_request_t *r[3];
-		T_OK(xp_irecv(w, &v[0], sizeof(int), 0, 5, XP_TAG_EXACT, &r[0]));       /* exact */
-		T_OK(xp_irecv(w, &v[1], sizeof(int), 0, 0, XP_TAG_ANY, &r[1]));         /* any tag */
+		T_OK(xp_irecv(w, &v[0], sizeof(int), 0, 5, XP_TAG_EXACT, &r[0])); /* exact */
+		T_OK(xp_irecv(w, &v[1], sizeof(int), 0, 0, XP_TAG_ANY, &r[1]));   /* any tag */
 		T_OK(xp_irecv(w, &v[2], sizeof(int), XP_ANY_SOURCE, 5, XP_TAG_EXACT, &r[2]));
 		barrier(2); /* receives are posted before anything is sent */
 		xp_status_t st;
@@ -412,8 +412,8 @@ static int many_body(xp_context_t *ctx, void *arg)
 		xp_request_t *rq[2 * MANY];
 		int n = 0;
 		for (int p = 0; p < MANY; p++)
-			T_OK(xp_irecv(w, in + (size_t)p * BIG, BIG, p, (uint64_t)round, XP_TAG_EXACT,
-				      &rq[n++]));
+			T_OK(xp_irecv(w, in + (size_t)p * BIG, BIG, p, (uint64_t)round,
+				      XP_TAG_EXACT, &rq[n++]));
 		fill(out, len, (unsigned)(me * 1000 + round));
 		for (int p = 0; p < MANY; p++)
 			T_OK(xp_isend(w, out, len, p, (uint64_t)round, &rq[n++]));
@@ -490,7 +490,7 @@ static void test_init_from_launcher_environment(void)
 {
 	xp_context_t *ctx = NULL;
 	setenv("XP_LOG_LEVEL", "none", 1);
-	setenv("WORLD_SIZE", "4", 1); /* torchrun's */
+	setenv("WORLD_SIZE", "4", 1);                /* torchrun's */
 	T_EQ(xp_init(NULL, &ctx), -EPROTONOSUPPORT); /* no network transport yet */
 	setenv("WORLD_SIZE", "four", 1);
 	T_EQ(xp_init(NULL, &ctx), -EINVAL);

@@ -91,7 +91,8 @@ static void test_hugepages_or_fallback(void)
 	} else {
 		T_EQ(rc, -ENOMEM);
 	}
-	fprintf(stderr, "   pool pages: %s\n", huge ? "hugetlb" : "ordinary (no hugetlb pages reserved)");
+	fprintf(stderr, "   pool pages: %s\n",
+		huge ? "hugetlb" : "ordinary (no hugetlb pages reserved)");
 	T_EQ(xpi_pool_create(0, XP_HUGEPAGES_OFF, &pool), -EINVAL);
 }
 
@@ -152,7 +153,9 @@ static void *churn(void *arg)
 		int n = 1 + (int)(rand_r(&seed) % 8);
 		int got = 0;
 		for (int i = 0; i < n; i++) {
-			if (xpi_pool_get(pool, 1 + rand_r(&seed) % (rand_r(&seed) % 2 ? 4000 : 300000), &mine[got]) == 0) {
+			if (xpi_pool_get(pool,
+					 1 + rand_r(&seed) % (rand_r(&seed) % 2 ? 4000 : 300000),
+					 &mine[got]) == 0) {
 				/* Stamp the buffer: two owners of one buffer would clash. */
 				memset(mine[got]->data, (int)(uintptr_t)&seed & 0xff, 16);
 				got++;

@@ -76,7 +76,8 @@ static void *stack_worker(void *arg)
 		while (n < 4 && xpi_free_stack_pop(&stack, &held[n])) {
 			int prev = atomic_exchange(&owner_of[held[n]], me);
 			if (prev != 0)
-				T_FAIL("index %u popped by %d while %d holds it", held[n], me, prev);
+				T_FAIL("index %u popped by %d while %d holds it", held[n], me,
+				       prev);
 			n++;
 		}
 		while (n-- > 0) {

@@ -84,8 +84,10 @@ static void *sender(void *p)
 		uint64_t tag = (rnd(&s) % 4) | ((uint64_t)(rnd(&s) % 2) << 8);
 		size_t len = rnd(&s) % 16 == 0 ? BIG : sizeof(struct header) + rnd(&s) % 100;
 		uint8_t *b = malloc(len);
-		struct header h = { .rank = (uint32_t)a->rank, .thread = (uint32_t)a->thread,
-				    .seq = i, .tag = tag };
+		struct header h = { .rank = (uint32_t)a->rank,
+				    .thread = (uint32_t)a->thread,
+				    .seq = i,
+				    .tag = tag };
 		memcpy(b, &h, sizeof(h));
 		for (size_t k = sizeof(h); k < len; k++)
 			b[k] = pattern(stream, i, k);
@@ -114,10 +116,18 @@ static void *receiver(void *p)
 		uint64_t tag = (rnd(&s) % 4) | ((uint64_t)(rnd(&s) % 2) << 8);
 		uint64_t mask;
 		switch (rnd(&s) % 4) {
-		case 0: mask = XP_TAG_EXACT; break;
-		case 1: mask = 0xff; break; /* ignores bit 8 */
-		case 2: mask = 0x1; break;  /* parity of the tag */
-		default: mask = XP_TAG_ANY; break;
+		case 0:
+			mask = XP_TAG_EXACT;
+			break;
+		case 1:
+			mask = 0xff;
+			break; /* ignores bit 8 */
+		case 2:
+			mask = 0x1;
+			break; /* parity of the tag */
+		default:
+			mask = XP_TAG_ANY;
+			break;
 		}
 		xp_request_t *r;
 		T_OK(xp_irecv(w, buf, BIG, src, tag, mask, &r));
@@ -129,7 +139,8 @@ static void *receiver(void *p)
 			xp_progress(ctx);
 			struct timespec t1;
 			clock_gettime(CLOCK_MONOTONIC, &t1);
-			if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 > 20)
+			if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >
+			    20)
 				break;
 		}
 		if (!xpi_request_done(r))
@@ -152,13 +163,15 @@ static void *receiver(void *p)
 		uint32_t stream = h.rank * THREADS_PER_SENDER + h.thread;
 		for (size_t k = sizeof(h); k < st.length; k++)
 			if (buf[k] != pattern(stream, h.seq, k))
-				T_FAIL("stream %u message %u damaged at byte %zu", stream, h.seq, k);
+				T_FAIL("stream %u message %u damaged at byte %zu", stream, h.seq,
+				       k);
 		struct record *rec = &records[stream][h.seq];
 		if (rec->taken)
 			T_FAIL("stream %u message %u received twice", stream, h.seq);
 		rec->taken = 1;
 		rec->recv_seq = recv_seq;
-		rec->key = (struct xpi_match_key){ .comm = 0, .src = src, .tag = tag, .mask = mask };
+		rec->key =
+			(struct xpi_match_key){ .comm = 0, .src = src, .tag = tag, .mask = mask };
 		atomic_fetch_add(&received, 1);
 	}
 	free(buf);
@@ -175,7 +188,8 @@ static void check_non_overtaking(void)
 			T_CHECK(later->taken);
 			for (int i = 0; i < j; i++) {
 				const struct record *earlier = &records[s][i];
-				struct xpi_match_key m1 = { .comm = 0, .src = rank,
+				struct xpi_match_key m1 = { .comm = 0,
+							    .src = rank,
 							    .tag = sent_tag[s][i] };
 				if (later->recv_seq < earlier->recv_seq &&
 				    xpi_match_keys_match(&later->key, &m1))

@@ -48,11 +48,11 @@ extern "C" {
 /** Wait without a deadline. Must be asked for explicitly. */
 #define XP_TIMEOUT_INFINITE (-1)
 
-typedef struct xp_context xp_context_t; /* one rank of a job */
-typedef struct xp_comm xp_comm_t;       /* a communicator: a group and a tag space */
-typedef struct xp_request xp_request_t; /* a nonblocking operation */
-typedef struct xp_buf xp_buf_t;         /* a pooled, registered buffer */
-typedef struct xp_mem xp_mem_t;         /* a memory registration */
+typedef struct xp_context xp_context_t;     /* one rank of a job */
+typedef struct xp_comm xp_comm_t;           /* a communicator: a group and a tag space */
+typedef struct xp_request xp_request_t;     /* a nonblocking operation */
+typedef struct xp_buf xp_buf_t;             /* a pooled, registered buffer */
+typedef struct xp_mem xp_mem_t;             /* a memory registration */
 typedef struct xp_local_job xp_local_job_t; /* N ranks as threads of one process */
 
 enum xp_hugepages {
@@ -77,14 +77,14 @@ enum xp_thread_mode {
  * change fields afterwards if the program wants to override both.
  */
 typedef struct xp_config {
-	size_t struct_size;          /* set by xp_config_init(); lets the struct grow */
-	int timeout_ms;              /* default wait deadline; XP_TIMEOUT_MS; 30000 */
-	size_t pool_max_bytes;       /* bound on each rank's buffer pool; XP_POOL_MAX_BYTES; 64 MiB */
+	size_t struct_size;    /* set by xp_config_init(); lets the struct grow */
+	int timeout_ms;        /* default wait deadline; XP_TIMEOUT_MS; 30000 */
+	size_t pool_max_bytes; /* bound on each rank's buffer pool; XP_POOL_MAX_BYTES; 64 MiB */
 	size_t unexpected_max_bytes; /* bound on buffered unexpected payload; XP_UNEXPECTED_MAX_BYTES; 16 MiB */
-	size_t rndv_threshold;       /* messages this long or longer use rendezvous; XP_RNDV_THRESHOLD;
+	size_t rndv_threshold; /* messages this long or longer use rendezvous; XP_RNDV_THRESHOLD;
 				      * 0 (default): each transport's own (in-process 4 KiB) */
-	int hugepages;               /* enum xp_hugepages; XP_HUGEPAGES=auto|on|off */
-	int thread_mode;             /* enum xp_thread_mode; XP_THREAD_MODE=multi|serialized */
+	int hugepages;         /* enum xp_hugepages; XP_HUGEPAGES=auto|on|off */
+	int thread_mode;       /* enum xp_thread_mode; XP_THREAD_MODE=multi|serialized */
 } xp_config_t;
 
 /** Fills @cfg with defaults and then the XP_* environment. */
@@ -92,11 +92,11 @@ void xp_config_init(xp_config_t *cfg);
 
 /** What a completed operation reports. */
 typedef struct xp_status {
-	int source;     /* sender's rank in the communicator (receives) */
-	uint64_t tag;   /* the message's tag (receives) */
-	size_t length;  /* the real message length, also when it was truncated */
-	int error;      /* 0, or the negative code the operation failed with */
-	xp_buf_t *buf;  /* pooled receives: the buffer holding the message */
+	int source;    /* sender's rank in the communicator (receives) */
+	uint64_t tag;  /* the message's tag (receives) */
+	size_t length; /* the real message length, also when it was truncated */
+	int error;     /* 0, or the negative code the operation failed with */
+	xp_buf_t *buf; /* pooled receives: the buffer holding the message */
 } xp_status_t;
 
 /* ------------------------------------------------------------------------- */
@@ -243,14 +243,14 @@ void xp_mem_deregister(xp_mem_t *mem);
 /* Statistics                                                                */
 
 typedef struct xp_stats {
-	uint64_t sends, recvs;           /* operations completed */
+	uint64_t sends, recvs;            /* operations completed */
 	uint64_t eager_sends, rndv_sends; /* protocol used by completed sends */
-	uint64_t unexpected_now;         /* messages waiting in the unexpected queue */
-	uint64_t unexpected_bytes_now;   /* payload bytes buffered for them */
-	uint64_t unexpected_bytes_max;   /* high-water mark of that */
-	uint64_t pool_bytes;             /* bytes reserved by the pool */
-	uint64_t pool_bufs_in_use;       /* pooled buffers currently taken */
-	int pool_hugepages;              /* 1 if the pool is backed by hugetlb pages */
+	uint64_t unexpected_now;          /* messages waiting in the unexpected queue */
+	uint64_t unexpected_bytes_now;    /* payload bytes buffered for them */
+	uint64_t unexpected_bytes_max;    /* high-water mark of that */
+	uint64_t pool_bytes;              /* bytes reserved by the pool */
+	uint64_t pool_bufs_in_use;        /* pooled buffers currently taken */
+	int pool_hugepages;               /* 1 if the pool is backed by hugetlb pages */
 } xp_stats_t;
 
 /** Fills @stats with the rank's counters. */

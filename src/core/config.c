@@ -21,10 +21,23 @@ static int parse_size(const char *s, size_t *out)
 	if (errno != 0 || end == s || s[0] == '-')
 		return -EINVAL;
 	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
-	default: break;
+	case 'k':
+	case 'K':
+		v <<= 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		v <<= 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		v <<= 30;
+		end++;
+		break;
+	default:
+		break;
 	}
 	if (*end != '\0')
 		return -EINVAL;
@@ -87,8 +100,8 @@ XPI_EXPORT void xp_config_init(xp_config_t *cfg)
 		else if (strcasecmp(s, "serialized") == 0)
 			cfg->thread_mode = XP_THREAD_SERIALIZED;
 		else
-			xpi_log(XPI_LOG_WARN, "ignoring XP_THREAD_MODE=%s: want multi or serialized",
-				s);
+			xpi_log(XPI_LOG_WARN,
+				"ignoring XP_THREAD_MODE=%s: want multi or serialized", s);
 	}
 }
 
@@ -99,9 +112,10 @@ int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
 		xp_config_init(&def);
 		in = &def;
 	}
-	if (in->struct_size < sizeof(xp_config_t) || in->timeout_ms <= 0 || in->pool_max_bytes == 0 ||
-	    in->hugepages < XP_HUGEPAGES_AUTO || in->hugepages > XP_HUGEPAGES_ON ||
-	    in->thread_mode < XP_THREAD_MULTI || in->thread_mode > XP_THREAD_SERIALIZED)
+	if (in->struct_size < sizeof(xp_config_t) || in->timeout_ms <= 0 ||
+	    in->pool_max_bytes == 0 || in->hugepages < XP_HUGEPAGES_AUTO ||
+	    in->hugepages > XP_HUGEPAGES_ON || in->thread_mode < XP_THREAD_MULTI ||
+	    in->thread_mode > XP_THREAD_SERIALIZED)
 		return -EINVAL;
 	out->timeout_ms = in->timeout_ms;
 	out->pool_max_bytes = in->pool_max_bytes;

@@ -84,8 +84,8 @@ void xpi_context_set_peer_tl(xp_context_t *ctx, int peer, int tl)
 {
 	struct xpi_peer *p = &ctx->peers[peer];
 	p->tl = (uint8_t)tl;
-	p->rndv_threshold = ctx->cfg.rndv_threshold != 0 ? ctx->cfg.rndv_threshold
-							  : ctx->tls[tl].ops->rndv_threshold;
+	p->rndv_threshold = ctx->cfg.rndv_threshold != 0 ? ctx->cfg.rndv_threshold :
+							   ctx->tls[tl].ops->rndv_threshold;
 }
 
 /* Drops everything still queued. The owner token is not needed: no other

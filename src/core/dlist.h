@@ -47,6 +47,7 @@ static inline struct xpi_dlink *xpi_dlist_pop_head(struct xpi_dlink *head)
 	return n;
 }
 
-#define xpi_dlist_for_each(pos, head) for ((pos) = (head)->next; (pos) != (head); (pos) = (pos)->next)
+#define xpi_dlist_for_each(pos, head)                                                              \
+	for ((pos) = (head)->next; (pos) != (head); (pos) = (pos)->next)
 
 #endif

@@ -104,8 +104,8 @@ void xpi_msg_free(xp_context_t *ctx, struct xpi_msg *m)
 static struct xpi_msg *msg_clone(xp_context_t *ctx, const struct xpi_msg *src)
 {
 	bool sized = src->kind == XPI_MSG_INLINE && src->len > XPI_INLINE_MAX;
-	struct xpi_msg *m = sized ? malloc(sizeof(*m) - XPI_INLINE_MAX + src->len)
-				  : xpi_msg_alloc(ctx);
+	struct xpi_msg *m =
+		sized ? malloc(sizeof(*m) - XPI_INLINE_MAX + src->len) : xpi_msg_alloc(ctx);
 	if (m == NULL)
 		return NULL;
 	memcpy(m, src, offsetof(struct xpi_msg, store));
@@ -158,9 +158,12 @@ static void msg_discard(xp_context_t *ctx, struct xpi_msg *m)
 static const char *op_name(const xp_request_t *r)
 {
 	switch (r->op) {
-	case XPI_OP_SEND: return "xp_send";
-	case XPI_OP_RECV: return "xp_recv";
-	default: return "xp_recv_buf";
+	case XPI_OP_SEND:
+		return "xp_send";
+	case XPI_OP_RECV:
+		return "xp_recv";
+	default:
+		return "xp_recv_buf";
 	}
 }
 
@@ -170,7 +173,8 @@ static void set_truncation_detail(xp_context_t *ctx, xp_request_t *r)
 			       "rank %d: %s from rank %d tag 0x%llx on communicator %u: message of "
 			       "%zu bytes truncated to the %zu-byte receive buffer",
 			       ctx->rank, op_name(r), r->status.source,
-			       (unsigned long long)r->status.tag, r->comm, r->status.length, r->len);
+			       (unsigned long long)r->status.tag, r->comm, r->status.length,
+			       r->len);
 }
 
 static void finish_recv(xp_context_t *ctx, xp_request_t *r, int err)
@@ -198,11 +202,12 @@ static enum take_result take_message(xp_context_t *ctx, xp_request_t *r, struct 
 
 	if (r->op == XPI_OP_RECV_BUF && !(m->kind == XPI_MSG_BUF)) {
 		if (xpi_pool_get(ctx->pool, m->len, &pb) < 0) {
-			xpi_request_set_detail(r,
-					       "rank %d: xp_recv_buf from rank %d tag 0x%llx: no pooled "
-					       "buffer of %llu bytes is free; the message stays queued",
-					       ctx->rank, m->u.key.src, (unsigned long long)m->u.key.tag,
-					       (unsigned long long)m->len);
+			xpi_request_set_detail(
+				r,
+				"rank %d: xp_recv_buf from rank %d tag 0x%llx: no pooled "
+				"buffer of %llu bytes is free; the message stays queued",
+				ctx->rank, m->u.key.src, (unsigned long long)m->u.key.tag,
+				(unsigned long long)m->len);
 			stat_add(&ctx->st_recvs, 1);
 			xpi_request_complete(r, -ENOBUFS);
 			return TAKE_KEEP;
@@ -321,7 +326,7 @@ void xpi_engine_deliver(xp_context_t *ctx, struct xpi_msg *msg)
 			return;
 		}
 		struct xpi_dlink *pos;
-		xpi_dlist_for_each (pos, &peer->held) {
+		xpi_dlist_for_each(pos, &peer->held) {
 			struct xpi_msg *h = xpi_container_of(pos, struct xpi_msg, held_link);
 			if ((int32_t)(h->peer_seq - copy->peer_seq) > 0)
 				break;
@@ -374,7 +379,7 @@ static const struct xpi_reg *find_reg(xp_context_t *ctx, const void *buf, size_t
 {
 	struct xpi_dlink *pos;
 	const uint8_t *b = buf;
-	xpi_dlist_for_each (pos, &ctx->regs) {
+	xpi_dlist_for_each(pos, &ctx->regs) {
 		const struct xpi_reg *g = xpi_container_of(pos, struct xpi_reg, link);
 		if (b >= g->addr && len <= g->len && (size_t)(b - g->addr) <= g->len - len)
 			return g;
@@ -448,8 +453,8 @@ int xpi_engine_retry_pending(xp_context_t *ctx)
 	for (int i = 0; i < ctx->size && ctx->npending != 0; i++) {
 		struct xpi_peer *peer = &ctx->peers[i];
 		while (!xpi_dlist_empty(&peer->pending)) {
-			xp_request_t *r = xpi_container_of(peer->pending.next, xp_request_t,
-							   pending_link);
+			xp_request_t *r =
+				xpi_container_of(peer->pending.next, xp_request_t, pending_link);
 			if (try_send(ctx, r) == -EAGAIN)
 				break;
 			xpi_dlist_remove(&r->pending_link);
@@ -506,7 +511,8 @@ static void set_cancel_detail(xp_context_t *ctx, xp_request_t *r, int reason)
 			(long long)r->waited_ms, r->op == XPI_OP_SEND ? "receive" : "message",
 			history);
 	else
-		xpi_request_set_detail(r, "rank %d: %s %s %s tag 0x%llx on communicator %u cancelled",
+		xpi_request_set_detail(r,
+				       "rank %d: %s %s %s tag 0x%llx on communicator %u cancelled",
 				       ctx->rank, op_name(r), r->op == XPI_OP_SEND ? "to" : "from",
 				       peer_text, (unsigned long long)r->tag, r->comm);
 }

@@ -32,7 +32,13 @@
 #define XPI_UNEXP_OVERHEAD 64
 
 enum xpi_op { XPI_OP_SEND = 1, XPI_OP_RECV, XPI_OP_RECV_BUF };
-enum xpi_cmd_type { XPI_CMD_POST = 1, XPI_CMD_CANCEL, XPI_CMD_MEM_ADD, XPI_CMD_MEM_DEL, XPI_CMD_TL };
+enum xpi_cmd_type {
+	XPI_CMD_POST = 1,
+	XPI_CMD_CANCEL,
+	XPI_CMD_MEM_ADD,
+	XPI_CMD_MEM_DEL,
+	XPI_CMD_TL
+};
 enum xpi_proto { XPI_PROTO_NONE = 0, XPI_PROTO_EAGER, XPI_PROTO_RNDV };
 enum xpi_msg_kind { XPI_MSG_INLINE = 1, XPI_MSG_BUF, XPI_MSG_RTS };
 /* Rendezvous send states, for transports that withdraw by compare-and-swap. */
@@ -59,39 +65,39 @@ struct xp_request {
 	size_t len; /* send length or receive capacity */
 	uint8_t op;
 	uint8_t proto;
-	_Atomic int cancel_reason;    /* 0, -ETIMEDOUT or -ECANCELED: asked for */
-	_Atomic int rndv_state;       /* enum xpi_rndv_state */
+	_Atomic int cancel_reason; /* 0, -ETIMEDOUT or -ECANCELED: asked for */
+	_Atomic int rndv_state;    /* enum xpi_rndv_state */
 	_Atomic int refs;
 	_Atomic int complete;
-	int waited_ms;                /* the wait that timed out, for its message */
+	int waited_ms; /* the wait that timed out, for its message */
 	xp_status_t status;
-	char *detail;                 /* error text, owned */
+	char *detail; /* error text, owned */
 };
 
 /* A message as the engine sees it: transient when a transport delivers it,
  * owned (copied out of transport memory) while it waits unexpected or out
  * of order. */
 struct xpi_msg {
-	struct xpi_unexp u;   /* match key; links while unexpected */
+	struct xpi_unexp u; /* match key; links while unexpected */
 	struct xpi_dlink held_link;
-	uint8_t kind;         /* enum xpi_msg_kind */
-	uint8_t tl;           /* transport that delivered it */
-	bool sized;           /* owned copy allocated for a long inline payload */
+	uint8_t kind; /* enum xpi_msg_kind */
+	uint8_t tl;   /* transport that delivered it */
+	bool sized;   /* owned copy allocated for a long inline payload */
 	uint32_t peer_seq;
 	uint64_t len;
-	const void *data;     /* XPI_MSG_INLINE: the payload (len bytes) */
-	struct xp_buf *buf;   /* XPI_MSG_BUF: pooled buffer holding the payload */
-	void *rndv;           /* XPI_MSG_RTS: transport's remote descriptor */
+	const void *data;              /* XPI_MSG_INLINE: the payload (len bytes) */
+	struct xp_buf *buf;            /* XPI_MSG_BUF: pooled buffer holding the payload */
+	void *rndv;                    /* XPI_MSG_RTS: transport's remote descriptor */
 	uint8_t store[XPI_INLINE_MAX]; /* last: a sized copy extends it */
 };
 
 struct xpi_peer {
-	uint32_t send_seq;             /* next sequence number to this peer */
-	uint32_t recv_seq;             /* next expected from this peer */
-	struct xpi_dlink held;         /* early arrivals, by sequence number */
-	struct xpi_dlink pending;      /* sends waiting for transport room */
-	uint8_t tl;                    /* transport serving this peer */
-	size_t rndv_threshold;         /* the program's, or that transport's */
+	uint32_t send_seq;        /* next sequence number to this peer */
+	uint32_t recv_seq;        /* next expected from this peer */
+	struct xpi_dlink held;    /* early arrivals, by sequence number */
+	struct xpi_dlink pending; /* sends waiting for transport room */
+	uint8_t tl;               /* transport serving this peer */
+	size_t rndv_threshold;    /* the program's, or that transport's */
 	/* Eager credit given back: the cost of every eager message from this
 	 * peer that has been consumed. The transport carries it to the peer. */
 	uint64_t eager_returned;
@@ -104,7 +110,7 @@ struct xpi_peer {
 struct xpi_reg {
 	struct xpi_cmd cmd;     /* adds it to the owner's list */
 	struct xpi_cmd del_cmd; /* removes and frees it */
-	struct xpi_dlink link; /* ctx->regs: owner */
+	struct xpi_dlink link;  /* ctx->regs: owner */
 	xp_context_t *ctx;
 	uint8_t *addr;
 	size_t len;
@@ -136,15 +142,15 @@ struct xp_context {
 	 * shared out evenly): see xpi_eager_cost(). */
 	uint64_t eager_credit_per_peer;
 	struct xpi_pool *pool;
-	struct xpi_match match;                  /* owner */
-	struct xpi_peer *peers;                  /* owner */
-	uint32_t npending;                       /* owner: sends in peers' pending lists */
+	struct xpi_match match; /* owner */
+	struct xpi_peer *peers; /* owner */
+	uint32_t npending;      /* owner: sends in peers' pending lists */
 	struct xpi_tl_slot tls[XPI_MAX_TL];
 	int ntls;
-	struct xpi_dlink regs;                   /* owner */
+	struct xpi_dlink regs; /* owner */
 	struct xp_comm world;
-	struct xpi_msg *free_msgs;               /* owner: descriptor cache */
-	void *local_job;                         /* set if a local job owns this context */
+	struct xpi_msg *free_msgs; /* owner: descriptor cache */
+	void *local_job;           /* set if a local job owns this context */
 	bool owned_by_job;
 	/* Statistics: written by the owner, read by anyone. */
 	_Atomic uint64_t st_sends, st_recvs, st_eager, st_rndv;

@@ -13,17 +13,28 @@ XPI_EXPORT const char *xp_strerror(int code)
 	if (code < 0)
 		code = -code;
 	switch (code) {
-	case 0: return "success";
-	case EINVAL: return "invalid argument";
-	case ENOMEM: return "out of memory";
-	case ENOBUFS: return "no pooled buffer available (pool exhausted or message too large for it)";
-	case EMSGSIZE: return "message truncated: receive buffer smaller than the message";
-	case ETIMEDOUT: return "operation timed out";
-	case ECANCELED: return "operation cancelled";
-	case EPROTONOSUPPORT: return "no transport in this build can serve the job";
-	case ECONNRESET: return "peer closed the connection or died";
-	case EAGAIN: return "resource temporarily unavailable";
-	default: break;
+	case 0:
+		return "success";
+	case EINVAL:
+		return "invalid argument";
+	case ENOMEM:
+		return "out of memory";
+	case ENOBUFS:
+		return "no pooled buffer available (pool exhausted or message too large for it)";
+	case EMSGSIZE:
+		return "message truncated: receive buffer smaller than the message";
+	case ETIMEDOUT:
+		return "operation timed out";
+	case ECANCELED:
+		return "operation cancelled";
+	case EPROTONOSUPPORT:
+		return "no transport in this build can serve the job";
+	case ECONNRESET:
+		return "peer closed the connection or died";
+	case EAGAIN:
+		return "resource temporarily unavailable";
+	default:
+		break;
 	}
 	/* strerrordesc_np is thread-safe, unlike strerror. */
 	const char *s = strerrordesc_np(code);

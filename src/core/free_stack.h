@@ -24,8 +24,8 @@
 #define XPI_FREE_STACK_NIL UINT32_MAX
 
 struct xpi_free_stack {
-	_Atomic uint64_t head;    /* version << 32 | top index */
-	_Atomic uint32_t *next;   /* next[i]: the index below i */
+	_Atomic uint64_t head;  /* version << 32 | top index */
+	_Atomic uint32_t *next; /* next[i]: the index below i */
 };
 
 /* Room for indices [0, capacity); starts empty. Returns 0 or -ENOMEM. */

@@ -36,7 +36,8 @@ bool xpi_debug_on(const char *subsystem)
 	for (const char *p = s; *p != '\0';) {
 		const char *comma = strchr(p, ',');
 		size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
-		if ((len == 3 && strncmp(p, "all", 3) == 0) || (len == n && strncmp(p, subsystem, n) == 0))
+		if ((len == 3 && strncmp(p, "all", 3) == 0) ||
+		    (len == n && strncmp(p, subsystem, n) == 0))
 			return true;
 		if (comma == NULL)
 			break;

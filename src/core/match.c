@@ -115,16 +115,18 @@ struct xpi_unexp *xpi_match_post(struct xpi_match *m, struct xpi_posted *p)
 	if (m->unexp_count != 0) {
 		if (p->exact) {
 			struct xpi_dlink *b = bucket_of(&m->unexp_hash, &p->key);
-			xpi_dlist_for_each (n, b) {
-				struct xpi_unexp *u = xpi_container_of(n, struct xpi_unexp, hash_link);
+			xpi_dlist_for_each(n, b) {
+				struct xpi_unexp *u =
+					xpi_container_of(n, struct xpi_unexp, hash_link);
 				if (same_key(&u->key, &p->key)) {
 					unexp_unlink(m, u);
 					return u;
 				}
 			}
 		} else {
-			xpi_dlist_for_each (n, &m->unexp_all) {
-				struct xpi_unexp *u = xpi_container_of(n, struct xpi_unexp, all_link);
+			xpi_dlist_for_each(n, &m->unexp_all) {
+				struct xpi_unexp *u =
+					xpi_container_of(n, struct xpi_unexp, all_link);
 				if (xpi_match_keys_match(&p->key, &u->key)) {
 					unexp_unlink(m, u);
 					return u;
@@ -151,7 +153,7 @@ struct xpi_posted *xpi_match_arrive(struct xpi_match *m, const struct xpi_match_
 
 	if (m->posted_exact.count != 0) {
 		struct xpi_dlink *b = bucket_of(&m->posted_exact, msg);
-		xpi_dlist_for_each (n, b) {
+		xpi_dlist_for_each(n, b) {
 			struct xpi_posted *p = xpi_container_of(n, struct xpi_posted, link);
 			if (same_key(&p->key, msg)) {
 				best = p;
@@ -161,7 +163,7 @@ struct xpi_posted *xpi_match_arrive(struct xpi_match *m, const struct xpi_match_
 	}
 	/* The wildcard list is in posting order: its first match is its earliest. */
 	if (m->posted_wild_count != 0) {
-		xpi_dlist_for_each (n, &m->posted_wild) {
+		xpi_dlist_for_each(n, &m->posted_wild) {
 			struct xpi_posted *p = xpi_container_of(n, struct xpi_posted, link);
 			if (best != NULL && p->seq > best->seq)
 				break;
@@ -192,7 +194,7 @@ static void insert_by_arrival(struct xpi_dlink *head, struct xpi_dlink *n, uint6
 			      size_t link_offset)
 {
 	struct xpi_dlink *pos;
-	xpi_dlist_for_each (pos, head) {
+	xpi_dlist_for_each(pos, head) {
 		const struct xpi_unexp *o = (const void *)((const char *)pos - link_offset);
 		if (o->arrival > arrival)
 			break;
@@ -202,7 +204,8 @@ static void insert_by_arrival(struct xpi_dlink *head, struct xpi_dlink *n, uint6
 
 void xpi_match_return_unexpected(struct xpi_match *m, struct xpi_unexp *u)
 {
-	insert_by_arrival(&m->unexp_all, &u->all_link, u->arrival, offsetof(struct xpi_unexp, all_link));
+	insert_by_arrival(&m->unexp_all, &u->all_link, u->arrival,
+			  offsetof(struct xpi_unexp, all_link));
 	insert_by_arrival(bucket_of(&m->unexp_hash, &u->key), &u->hash_link, u->arrival,
 			  offsetof(struct xpi_unexp, hash_link));
 	m->unexp_hash.count++;
@@ -236,7 +239,7 @@ void xpi_match_repost(struct xpi_match *m, struct xpi_posted *p)
 		head = &m->posted_wild;
 		m->posted_wild_count++;
 	}
-	xpi_dlist_for_each (pos, head) {
+	xpi_dlist_for_each(pos, head) {
 		if (xpi_container_of(pos, struct xpi_posted, link)->seq > p->seq)
 			break;
 	}

@@ -37,7 +37,7 @@
 
 struct xpi_match_key {
 	uint32_t comm;
-	int32_t src;   /* XP_ANY_SOURCE allowed in receives */
+	int32_t src; /* XP_ANY_SOURCE allowed in receives */
 	uint64_t tag;
 	uint64_t mask; /* receives only */
 };
@@ -111,8 +111,6 @@ static inline bool xpi_match_keys_match(const struct xpi_match_key *recv,
 	return recv->comm == msg->comm && (recv->src < 0 || recv->src == msg->src) &&
 	       ((recv->tag ^ msg->tag) & recv->mask) == 0;
 }
-
-
 
 /* Puts back a receive that xpi_match_arrive() returned but that could not
  * take the message after all, at the place its sequence number gives it. */

@@ -23,7 +23,7 @@ struct xpi_qnode {
 
 struct xpi_mpsc {
 	_Alignas(64) _Atomic(struct xpi_qnode *) tail; /* producers */
-	_Alignas(64) struct xpi_qnode *head;          /* consumer only */
+	_Alignas(64) struct xpi_qnode *head;           /* consumer only */
 	struct xpi_qnode stub;
 };
 

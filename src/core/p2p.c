@@ -36,8 +36,8 @@ XPI_EXPORT int xp_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, 
 	return 0;
 }
 
-static int post_recv(xp_comm_t *comm, uint8_t op, void *buf, size_t cap, int source,
-		     uint64_t tag, uint64_t mask, xp_request_t **req)
+static int post_recv(xp_comm_t *comm, uint8_t op, void *buf, size_t cap, int source, uint64_t tag,
+		     uint64_t mask, xp_request_t **req)
 {
 	if (comm == NULL || req == NULL || check_rank(comm, source, true) < 0 ||
 	    (op == XPI_OP_RECV && buf == NULL && cap != 0))
@@ -73,7 +73,7 @@ static void request_cancel(xp_request_t *r, int reason)
 {
 	int expected = 0;
 	if (!atomic_compare_exchange_strong(&r->cancel_reason, &expected, reason))
-		return; /* already asked */
+		return;     /* already asked */
 	xpi_request_get(r); /* held by the queued command */
 	xpi_engine_submit(r->ctx, &r->cancel_cmd);
 }
@@ -179,9 +179,9 @@ XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 		if ((idle & 15) != 0 || deadline == INT64_MAX)
 			continue;
 		if (deadline == 0) {
-			deadline = timeout_ms == XP_TIMEOUT_INFINITE
-					   ? INT64_MAX
-					   : xpi_now_ns() + (int64_t)timeout_ms * 1000000;
+			deadline = timeout_ms == XP_TIMEOUT_INFINITE ?
+					   INT64_MAX :
+					   xpi_now_ns() + (int64_t)timeout_ms * 1000000;
 		} else if (xpi_now_ns() >= deadline) {
 			r->waited_ms = timeout_ms;
 			request_cancel(r, -ETIMEDOUT); /* queued to us if we hold the token */
@@ -212,8 +212,8 @@ XPI_EXPORT int xp_recv(xp_comm_t *comm, void *buf, size_t cap, int source, uint6
 	return xp_wait(&r, XP_TIMEOUT_DEFAULT, status);
 }
 
-XPI_EXPORT int xp_recv_buf(xp_comm_t *comm, int source, uint64_t tag, uint64_t mask,
-			   xp_buf_t **buf, xp_status_t *status)
+XPI_EXPORT int xp_recv_buf(xp_comm_t *comm, int source, uint64_t tag, uint64_t mask, xp_buf_t **buf,
+			   xp_status_t *status)
 {
 	if (buf == NULL)
 		return -EINVAL;

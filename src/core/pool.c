@@ -154,8 +154,8 @@ size_t xpi_pool_largest_class(const struct xpi_pool *pool)
 static int get_large(struct xpi_pool *pool, size_t size, struct xp_buf **out)
 {
 	size_t len = xpi_align_up(size, 4096);
-	size_t budget = pool->max_bytes > pool->reserved_bytes ? pool->max_bytes - pool->reserved_bytes
-							       : 0;
+	size_t budget =
+		pool->max_bytes > pool->reserved_bytes ? pool->max_bytes - pool->reserved_bytes : 0;
 	size_t prev = atomic_fetch_add(&pool->large_bytes, len);
 	if (prev + len > budget) {
 		atomic_fetch_sub(&pool->large_bytes, len);
@@ -233,7 +233,8 @@ uint64_t xpi_pool_in_use(const struct xpi_pool *pool)
 	uint64_t n = (uint64_t)atomic_load(&pool->large_in_use);
 	for (int i = 0; i < XPI_POOL_NCLASSES; i++)
 		for (uint32_t k = 0; k < pool->cls[i].count; k++)
-			n += atomic_load_explicit(&pool->cls[i].bufs[k].refs, memory_order_relaxed) != 0;
+			n += atomic_load_explicit(&pool->cls[i].bufs[k].refs,
+						  memory_order_relaxed) != 0;
 	return n;
 }
 

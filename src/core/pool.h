@@ -42,15 +42,15 @@ struct xp_buf {
 	size_t cap;
 	size_t len;
 	_Atomic uint32_t refs;
-	uint32_t index;  /* within its class */
-	uint8_t cls;     /* class, or XPI_POOL_LARGE_CLASS */
+	uint32_t index;                          /* within its class */
+	uint8_t cls;                             /* class, or XPI_POOL_LARGE_CLASS */
 	void *large_handles[XPI_POOL_MAX_HOOKS]; /* registrations of a large buffer */
 };
 
 struct xpi_pool_class {
 	size_t buf_size;
 	uint32_t count;
-	uint8_t *base;     /* count * buf_size bytes */
+	uint8_t *base; /* count * buf_size bytes */
 	size_t map_len;
 	bool huge;
 	struct xp_buf *bufs;
@@ -61,9 +61,9 @@ struct xpi_pool_class {
 struct xpi_pool {
 	struct xpi_pool_class cls[XPI_POOL_NCLASSES];
 	size_t max_bytes;
-	size_t reserved_bytes;           /* what the classes mapped */
-	_Atomic size_t large_bytes;      /* dedicated mappings now alive */
-	_Atomic int64_t large_in_use;    /* how many of them */
+	size_t reserved_bytes;        /* what the classes mapped */
+	_Atomic size_t large_bytes;   /* dedicated mappings now alive */
+	_Atomic int64_t large_in_use; /* how many of them */
 	struct xpi_reg_hook hooks[XPI_POOL_MAX_HOOKS];
 	_Atomic int nhooks;
 	bool huge;

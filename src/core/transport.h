@@ -38,7 +38,7 @@ struct xpi_reg;
 /* What a message carries besides its payload. */
 struct xpi_msg_hdr {
 	uint32_t comm;
-	int32_t src;       /* sender's rank in the job */
+	int32_t src; /* sender's rank in the job */
 	uint64_t tag;
 	uint64_t len;
 	uint32_t peer_seq; /* position in the sender's stream to this receiver */

@@ -31,8 +31,8 @@ struct xpi_slot {
 	uint64_t len;
 	union {
 		uint8_t data[XPI_INLINE_MAX];
-		struct xp_buf *buf;   /* XPI_MSG_BUF: a buffer of the receiver's pool */
-		xp_request_t *sreq;   /* XPI_MSG_RTS: the send, holding a reference */
+		struct xp_buf *buf; /* XPI_MSG_BUF: a buffer of the receiver's pool */
+		xp_request_t *sreq; /* XPI_MSG_RTS: the send, holding a reference */
 	} u;
 };
 _Static_assert(sizeof(struct xpi_slot) == 64, "a slot is one cache line");
@@ -49,8 +49,8 @@ static inline uint32_t xpi_slots_for(uint64_t len)
 {
 	if (len <= XPI_SLOT_HEAD_DATA)
 		return 1;
-	return 1 + (uint32_t)((len - XPI_SLOT_HEAD_DATA + XPI_SLOT_CONT_DATA - 1) /
-			      XPI_SLOT_CONT_DATA);
+	return 1 +
+	       (uint32_t)((len - XPI_SLOT_HEAD_DATA + XPI_SLOT_CONT_DATA - 1) / XPI_SLOT_CONT_DATA);
 }
 
 struct xpi_ring {
