@@ -181,6 +181,18 @@ run_config() {
 	fi
 }
 
+# Reserve huge pages while the tests run (as root), so the pools' hugetlb
+# path runs for real and not only its fallback; give back what was there.
+hugepages_before=
+if [[ -w /proc/sys/vm/nr_hugepages ]]; then
+	hugepages_before=$(cat /proc/sys/vm/nr_hugepages)
+	if ((hugepages_before < 512)); then
+		echo 512 >/proc/sys/vm/nr_hugepages 2>/dev/null || true
+		trap 'echo "$hugepages_before" >/proc/sys/vm/nr_hugepages' EXIT
+	fi
+	log "huge pages reserved: $(cat /proc/sys/vm/nr_hugepages) (were $hugepages_before)"
+fi
+
 total_start=$SECONDS
 log "=== lint: layering and formatting (ci/lint.sh)"
 if bash ci/lint.sh; then
