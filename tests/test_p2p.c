@@ -490,15 +490,18 @@ static void test_init_from_launcher_environment(void)
 {
 	xp_context_t *ctx = NULL;
 	setenv("XP_LOG_LEVEL", "none", 1);
-	setenv("WORLD_SIZE", "4", 1);                /* torchrun's */
-	T_EQ(xp_init(NULL, &ctx), -EPROTONOSUPPORT); /* no network transport yet */
+	/* torchrun's size without its RANK and MASTER_ADDR: refused, not guessed */
+	setenv("WORLD_SIZE", "4", 1);
+	T_EQ(xp_init(NULL, &ctx), -EINVAL);
 	setenv("WORLD_SIZE", "four", 1);
 	T_EQ(xp_init(NULL, &ctx), -EINVAL);
-	setenv("WORLD_SIZE", "1", 1);
+	setenv("WORLD_SIZE", "1", 1); /* a job of one needs no rendezvous address */
+	setenv("RANK", "0", 1);
 	T_OK(xp_init(NULL, &ctx));
 	T_EQ(xp_size(ctx), 1);
 	xp_finalize(ctx);
 	unsetenv("WORLD_SIZE");
+	unsetenv("RANK");
 	unsetenv("XP_LOG_LEVEL");
 }
 

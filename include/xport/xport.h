@@ -240,6 +240,38 @@ int xp_mem_register(xp_context_t *ctx, void *addr, size_t len, xp_mem_t **mem);
 void xp_mem_deregister(xp_mem_t *mem);
 
 /* ------------------------------------------------------------------------- */
+/* Out-of-band control                                                       */
+
+/**
+ * A barrier of all ranks of the job, outside the transports: through the
+ * launcher's rendezvous (rank 0's bootstrap service) for processes, through
+ * memory for a local job. Slow (a round trip to rank 0); for setup and for
+ * tools that must not disturb the transport they measure. Blocks, bounded
+ * by the context's timeout. Returns 0, -ETIMEDOUT, -ECONNRESET (rank 0 gone).
+ * Every rank must call it; a local job's ranks each from their own thread.
+ */
+int xp_oob_barrier(xp_context_t *ctx);
+
+/**
+ * Gathers @len bytes from every rank into @all (size x @len bytes, in rank
+ * order), out of band like xp_oob_barrier(). @len must be the same on all
+ * ranks. Returns 0 or a negative code.
+ */
+int xp_oob_allgather(xp_context_t *ctx, const void *mine, size_t len, void *all);
+
+/* ------------------------------------------------------------------------- */
+/* What serves a peer                                                        */
+
+typedef struct xp_route {
+	const char *transport; /* "inproc", "self", "tcp", ... (static string) */
+	const char *protocol;  /* "eager" or "rndv" for a message of that size */
+	size_t rndv_threshold; /* messages this long or longer use rendezvous */
+} xp_route_t;
+
+/** Says which transport and protocol serve a message of @size bytes to @peer. */
+int xp_route_get(xp_context_t *ctx, int peer, size_t size, xp_route_t *route);
+
+/* ------------------------------------------------------------------------- */
 /* Statistics                                                                */
 
 typedef struct xp_stats {

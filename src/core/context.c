@@ -76,6 +76,9 @@ int xpi_context_add_tl(xp_context_t *ctx, const struct xpi_tl_ops *ops, void *tl
 	int rc = xpi_pool_add_hook(ctx->pool, &hook);
 	if (rc < 0)
 		return rc;
+	/* Sleep on a transport that has events to sleep on, if there is one. */
+	if (ops->block != xpi_tl_block_yield)
+		ctx->block_tl = ctx->ntls;
 	ctx->ntls++;
 	return 0;
 }

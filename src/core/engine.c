@@ -123,6 +123,15 @@ static inline bool msg_is_eager(const struct xpi_msg *m)
 	return m->kind != XPI_MSG_RTS;
 }
 
+/* An eager message was consumed: its sender gets the credit back (the
+ * transport carries the count to it). */
+static inline void credit_return(xp_context_t *ctx, const struct xpi_msg *m)
+{
+	uint64_t cost = xpi_eager_cost(m->len);
+	ctx->peers[m->u.key.src].eager_returned += cost;
+	ctx->eager_returned_total += cost;
+}
+
 static void stat_add(_Atomic uint64_t *c, int64_t v)
 {
 	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + (uint64_t)v,
@@ -149,7 +158,7 @@ static void msg_discard(xp_context_t *ctx, struct xpi_msg *m)
 	else if (m->kind == XPI_MSG_RTS)
 		ctx->tls[m->tl].ops->msg_release(ctx->tls[m->tl].tl, m);
 	if (msg_is_eager(m))
-		ctx->peers[m->u.key.src].eager_returned += xpi_eager_cost(m->len);
+		credit_return(ctx, m);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -248,7 +257,7 @@ static enum take_result take_message(xp_context_t *ctx, xp_request_t *r, struct 
 		if (m->kind == XPI_MSG_BUF)
 			xpi_buf_put(m->buf);
 	}
-	ctx->peers[m->u.key.src].eager_returned += xpi_eager_cost(m->len);
+	credit_return(ctx, m);
 	finish_recv(ctx, r, 0);
 	return TAKE_CONSUMED;
 }
@@ -258,6 +267,14 @@ void xpi_engine_rndv_done(xp_context_t *ctx, xp_request_t *r, int err)
 	if (err < 0 && r->status.buf != NULL) {
 		xpi_buf_put(r->status.buf);
 		r->status.buf = NULL;
+	}
+	if (err == -ECANCELED) {
+		/* The sender withdrew the message after this receive took it:
+		 * the receive goes back where its number puts it, as if the
+		 * message had never been sent. */
+		r->status = (xp_status_t){ .source = XP_ANY_SOURCE };
+		xpi_match_repost(&ctx->match, &r->posted);
+		return;
 	}
 	finish_recv(ctx, r, err);
 }
@@ -357,8 +374,14 @@ static void exec_recv(xp_context_t *ctx, xp_request_t *r)
 	r->posted.key.mask = r->mask;
 	for (;;) {
 		struct xpi_unexp *u = xpi_match_post(&ctx->match, &r->posted);
-		if (u == NULL)
-			return; /* queued */
+		if (u == NULL) {
+			/* Queued. From a dead rank nothing more will come. */
+			if (r->peer >= 0 && xpi_unlikely(ctx->peers[r->peer].failed != 0)) {
+				xpi_match_cancel(&ctx->match, &r->posted);
+				xpi_engine_fail_request(ctx, r, r->peer);
+			}
+			return;
+		}
 		struct xpi_msg *m = xpi_container_of(u, struct xpi_msg, u);
 		unexp_account(ctx, m, -1);
 		enum take_result res = take_message(ctx, r, m);
@@ -441,6 +464,10 @@ out:
 static void exec_send(xp_context_t *ctx, xp_request_t *r)
 {
 	struct xpi_peer *peer = &ctx->peers[r->peer];
+	if (xpi_unlikely(peer->failed != 0)) {
+		xpi_engine_fail_request(ctx, r, r->peer);
+		return;
+	}
 	if (!xpi_dlist_empty(&peer->pending) || try_send(ctx, r) == -EAGAIN) {
 		xpi_dlist_push_tail(&peer->pending, &r->pending_link);
 		ctx->npending++;
@@ -537,6 +564,74 @@ void xpi_engine_exec_cancel(xp_context_t *ctx, xp_request_t *r)
 	}
 	set_cancel_detail(ctx, r, reason);
 	xpi_request_complete(r, reason);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Peer failure                                                              */
+
+static void fail_request(xp_context_t *ctx, xp_request_t *r, int peer, int err, const char *why)
+{
+	char peer_text[32];
+	if (r->peer < 0)
+		snprintf(peer_text, sizeof(peer_text), "any rank");
+	else
+		snprintf(peer_text, sizeof(peer_text), "rank %d", r->peer);
+	xpi_request_set_detail(r,
+			       "rank %d: %s %s %s tag 0x%llx on communicator %u failed: rank %d %s",
+			       ctx->rank, op_name(r), r->op == XPI_OP_SEND ? "to" : "from",
+			       peer_text, (unsigned long long)r->tag, r->comm, peer, why);
+	if (r->op != XPI_OP_SEND)
+		stat_add(&ctx->st_recvs, 1);
+	xpi_request_complete(r, err);
+}
+
+void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *why)
+{
+	struct xpi_peer *p = &ctx->peers[peer];
+	if (p->failed)
+		return;
+	p->failed = err;
+	snprintf(p->failed_why, sizeof(p->failed_why), "%s", why);
+	xpi_log(XPI_LOG_ERROR, "rank %d: rank %d %s; operations with it fail, others go on",
+		ctx->rank, peer, why);
+	/* Sends waiting for room. */
+	struct xpi_dlink *l;
+	while ((l = xpi_dlist_pop_head(&p->pending)) != NULL) {
+		ctx->npending--;
+		fail_request(ctx, xpi_container_of(l, xp_request_t, pending_link), peer, err, why);
+	}
+	/* Receives that name it. Wildcard receives stay: another rank may
+	 * still send what they wait for. */
+	struct xpi_hash *h = &ctx->match.posted_exact;
+	for (uint32_t b = 0; b < h->nbuckets; b++) {
+		struct xpi_dlink *pos = h->buckets[b].next;
+		while (pos != &h->buckets[b]) {
+			struct xpi_posted *pp = xpi_container_of(pos, struct xpi_posted, link);
+			pos = pos->next;
+			if (pp->key.src == peer) {
+				xpi_match_cancel(&ctx->match, pp);
+				fail_request(ctx, xpi_container_of(pp, xp_request_t, posted), peer,
+					     err, why);
+			}
+		}
+	}
+	struct xpi_dlink *pos = ctx->match.posted_wild.next;
+	while (pos != &ctx->match.posted_wild) {
+		struct xpi_posted *pp = xpi_container_of(pos, struct xpi_posted, link);
+		pos = pos->next;
+		if (pp->key.src == peer) {
+			xpi_match_cancel(&ctx->match, pp);
+			fail_request(ctx, xpi_container_of(pp, xp_request_t, posted), peer, err,
+				     why);
+		}
+	}
+}
+
+void xpi_engine_fail_request(xp_context_t *ctx, xp_request_t *r, int peer)
+{
+	const struct xpi_peer *p = &ctx->peers[peer];
+	fail_request(ctx, r, peer, p->failed != 0 ? p->failed : -ECONNRESET,
+		     p->failed != 0 ? p->failed_why : "failed");
 }
 
 /* ------------------------------------------------------------------------- */

@@ -57,6 +57,8 @@ struct xp_request {
 	struct xpi_cmd cancel_cmd;
 	struct xpi_posted posted;      /* receives: owner */
 	struct xpi_dlink pending_link; /* sends waiting for room: owner */
+	struct xpi_dlink tl_link;      /* the transport's own lists (rendezvous) */
+	uint64_t tl_id;                /* the transport's id for it */
 	xp_context_t *ctx;
 	uint32_t comm;
 	int peer; /* destination, or source / XP_ANY_SOURCE */
@@ -105,6 +107,9 @@ struct xpi_peer {
 	uint64_t nsent, nrecvd;
 	uint64_t last_sent_tag, last_recvd_tag;
 	uint32_t unexp_count;
+	/* Set when the peer's transport lost it: the error, and why. */
+	int failed;
+	char failed_why[96];
 };
 
 struct xpi_reg {
@@ -142,15 +147,18 @@ struct xp_context {
 	 * shared out evenly): see xpi_eager_cost(). */
 	uint64_t eager_credit_per_peer;
 	struct xpi_pool *pool;
-	struct xpi_match match; /* owner */
-	struct xpi_peer *peers; /* owner */
-	uint32_t npending;      /* owner: sends in peers' pending lists */
+	struct xpi_match match;        /* owner */
+	struct xpi_peer *peers;        /* owner */
+	uint32_t npending;             /* owner: sends in peers' pending lists */
+	uint64_t eager_returned_total; /* owner: sum of the peers' eager_returned */
 	struct xpi_tl_slot tls[XPI_MAX_TL];
 	int ntls;
+	int block_tl;          /* the transport a waiter sleeps on when idle */
 	struct xpi_dlink regs; /* owner */
 	struct xp_comm world;
 	struct xpi_msg *free_msgs; /* owner: descriptor cache */
 	void *local_job;           /* set if a local job owns this context */
+	struct xpi_boot *boot;     /* set for a rank of a networked job */
 	bool owned_by_job;
 	/* Statistics: written by the owner, read by anyone. */
 	_Atomic uint64_t st_sends, st_recvs, st_eager, st_rndv;
@@ -212,8 +220,28 @@ int xpi_engine_retry_pending(xp_context_t *ctx);
 /* A message arrived from msg->u.key.src. The engine copies what it keeps. */
 void xpi_engine_deliver(xp_context_t *ctx, struct xpi_msg *msg);
 
-/* A rendezvous fetch that returned 1 has ended with @err (0 or <0). */
+/* A rendezvous fetch that returned 1 has ended with @err (0 or <0;
+ * -ECANCELED: the sender withdrew the message, the receive is reposted). */
 void xpi_engine_rndv_done(xp_context_t *ctx, xp_request_t *rreq, int err);
+
+/*
+ * The transport lost @peer (@err, e.g. -ECONNRESET; @why completes "rank N
+ * ..." for messages, e.g. "closed its connection"). Fails the sends
+ * waiting for it and the receives that name it, now and later; wildcard
+ * receives stay posted. The transport fails what it holds itself with
+ * xpi_engine_fail_request(). Idempotent.
+ */
+void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *why);
+/* Completes @r with @peer's failure and a message naming both ranks. */
+void xpi_engine_fail_request(xp_context_t *ctx, xp_request_t *r, int peer);
+
+/* True if @comm names a communicator of this rank (frames from the wire
+ * name one; only the world exists so far). */
+static inline bool xpi_engine_comm_valid(const xp_context_t *ctx, uint32_t comm)
+{
+	(void)ctx;
+	return comm == 0;
+}
 
 /*
  * --- eager credit: the receiver's unexpected-buffer bound ---

@@ -1,71 +1,105 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * xp_init: forms this process's rank of a job from the launcher's
- * environment. Until a network backend exists, only a job of one rank
- * (a "singleton", as MPI calls it) can be formed here.
+ * xp_init and xp_finalize: forming this process's rank of a job from the
+ * launcher's environment and starting the transports that serve it. With
+ * no launcher variables (or a job size of 1) the rank is a job of its own,
+ * as MPI's singletons are.
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "../inproc/inproc.h"
 #include "../inproc/job.h"
+#ifdef XPORT_HAVE_TCP
+#include "../tcp/tcp_setup.h"
+#endif
+#include "bootstrap.h"
 #include "compiler.h"
 #include "engine.h"
 #include "log.h"
+#include "self.h"
 
-/* Job size from the first launcher variable that is set: ours, torchrun's,
- * Slurm's, Open MPI's. Returns 1 if none is, -EINVAL if one is malformed. */
-static int job_size_from_env(const char **which)
+static int init_singleton(const struct xpi_config *cfg, xp_context_t **out)
 {
-	static const char *const vars[] = { "XP_SIZE", "WORLD_SIZE", "SLURM_NTASKS",
-					    "OMPI_COMM_WORLD_SIZE" };
-	for (size_t i = 0; i < XPI_ARRAY_SIZE(vars); i++) {
-		const char *s = getenv(vars[i]);
-		if (s == NULL || *s == '\0')
-			continue;
-		char *end;
-		long v = strtol(s, &end, 10);
-		*which = vars[i];
-		if (*end != '\0' || v < 1 || v > (1L << 24))
-			return -EINVAL;
-		return (int)v;
+	xp_local_job_t *job;
+	int rc = xpi_local_job_create(1, cfg, &job);
+	if (rc < 0)
+		return rc;
+	job->ctxs[0]->owned_by_job = false; /* xp_finalize destroys the job */
+	*out = job->ctxs[0];
+	return 0;
+}
+
+static void destroy_networked(xp_context_t *ctx)
+{
+	xpi_context_teardown(ctx);
+	for (int i = ctx->ntls - 1; i >= 0; i--)
+		ctx->tls[i].ops->destroy(ctx->tls[i].tl);
+	xpi_boot_destroy(ctx->boot);
+	xpi_context_destroy(ctx);
+}
+
+static int init_networked(const struct xpi_config *cfg, struct xpi_boot *boot, xp_context_t **out)
+{
+#ifndef XPORT_HAVE_TCP
+	(void)cfg;
+	xpi_log(XPI_LOG_ERROR,
+		"xp_init: the job has %d ranks but this build has no network transport "
+		"(liburing was not found when it was built)",
+		xpi_boot_size(boot));
+	xpi_boot_destroy(boot);
+	return -EPROTONOSUPPORT;
+#else
+	xp_context_t *ctx;
+	int rc = xpi_context_create(xpi_boot_rank(boot), xpi_boot_size(boot), cfg, &ctx);
+	if (rc < 0) {
+		xpi_boot_destroy(boot);
+		return rc;
 	}
-	return 1;
+	ctx->boot = boot;
+	rc = xpi_self_attach(ctx);
+	if (rc == 0)
+		rc = xpi_tcp_attach(ctx, boot);
+	if (rc < 0) {
+		destroy_networked(ctx);
+		return rc;
+	}
+	*out = ctx;
+	return 0;
+#endif
 }
 
 XPI_EXPORT int xp_init(const xp_config_t *cfg, xp_context_t **ctx)
 {
 	struct xpi_config icfg;
-	const char *which = NULL;
 	if (ctx == NULL)
 		return -EINVAL;
 	int rc = xpi_config_resolve(cfg, &icfg);
 	if (rc < 0)
 		return rc;
-	int size = job_size_from_env(&which);
-	if (size < 0) {
-		xpi_log(XPI_LOG_ERROR, "xp_init: %s=%s is not a job size", which, getenv(which));
-		return size;
-	}
-	if (size > 1) {
-		xpi_log(XPI_LOG_ERROR,
-			"xp_init: %s=%d asks for a job of several processes, but this build has "
-			"no network transport",
-			which, size);
-		return -EPROTONOSUPPORT;
-	}
-	xp_local_job_t *job;
-	rc = xpi_local_job_create(1, &icfg, &job);
+	struct xpi_boot *boot;
+	rc = xpi_boot_create(icfg.timeout_ms, &boot);
 	if (rc < 0)
 		return rc;
-	job->ctxs[0]->owned_by_job = false; /* xp_finalize destroys the job */
-	*ctx = job->ctxs[0];
-	return 0;
+	if (rc == 1)
+		return init_singleton(&icfg, ctx);
+	return init_networked(&icfg, boot, ctx);
 }
 
 XPI_EXPORT void xp_finalize(xp_context_t *ctx)
 {
 	if (ctx == NULL || ctx->owned_by_job)
 		return;
-	xp_local_job_destroy(ctx->local_job);
+	if (ctx->boot == NULL) {
+		xp_local_job_destroy(ctx->local_job);
+		return;
+	}
+	/* Everyone stops sending before anyone closes: a rank that finalizes
+	 * early must not look like a dead peer to the others. Bounded by the
+	 * bootstrap's timeout if some rank never gets here. */
+	int rc = xpi_boot_barrier(ctx->boot);
+	if (rc < 0)
+		xpi_log(XPI_LOG_WARN, "rank %d: xp_finalize: not every rank reached it: %s",
+			ctx->rank, xp_strerror(rc));
+	destroy_networked(ctx);
 }

@@ -128,6 +128,8 @@ XPI_EXPORT int xp_test(xp_request_t **reqp, xp_status_t *status)
  * slow), but with more ranks than cores a spinner steals the peer's core:
  * spin a while, then yield the CPU on every idle round. */
 #define SPIN_BEFORE_YIELD 2000
+#define BLOCK_SLICE_NS 1000000
+#define BLOCK_SLICE_NS 1000000
 
 XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 {
@@ -169,11 +171,12 @@ XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 			break;
 		if (++idle < SPIN_BEFORE_YIELD) {
 			xpi_cpu_relax();
+		} else if (owner) {
+			/* Sleep on the transport's events, briefly: work that
+			 * other threads hand over waits at most this long. */
+			const struct xpi_tl_slot *t = &ctx->tls[ctx->block_tl];
+			t->ops->block(t->tl, BLOCK_SLICE_NS);
 		} else {
-			if (owner) {
-				xpi_owner_release(ctx);
-				owner = false;
-			}
 			sched_yield();
 		}
 		if ((idle & 15) != 0 || deadline == INT64_MAX)

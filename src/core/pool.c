@@ -214,6 +214,12 @@ void xpi_buf_put(struct xp_buf *b)
 	if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	struct xpi_pool *pool = b->pool;
+	if (b->cls == XPI_POOL_VIEW_CLASS) {
+		struct xp_buf *parent = b->parent;
+		free(b);
+		xpi_buf_put(parent);
+		return;
+	}
 	if (b->cls == XPI_POOL_LARGE_CLASS) {
 		atomic_fetch_sub_explicit(&pool->large_in_use, 1, memory_order_relaxed);
 		int nhooks = atomic_load(&pool->nhooks);
@@ -238,10 +244,31 @@ uint64_t xpi_pool_in_use(const struct xpi_pool *pool)
 	return n;
 }
 
+int xpi_buf_view(struct xp_buf *parent, uint8_t *data, size_t len, struct xp_buf **out)
+{
+	struct xp_buf *v = malloc(sizeof(*v));
+	if (v == NULL)
+		return -ENOMEM;
+	*v = (struct xp_buf){
+		.pool = parent->pool,
+		.data = data,
+		.cap = len,
+		.len = len,
+		.cls = XPI_POOL_VIEW_CLASS,
+		.parent = parent,
+	};
+	atomic_init(&v->refs, 1);
+	xpi_buf_retain(parent);
+	*out = v;
+	return 0;
+}
+
 void *xpi_buf_handle(const struct xp_buf *b, int hook)
 {
 	if (hook < 0 || hook >= XPI_POOL_MAX_HOOKS)
 		return NULL;
+	if (b->cls == XPI_POOL_VIEW_CLASS)
+		return xpi_buf_handle(b->parent, hook);
 	if (b->cls == XPI_POOL_LARGE_CLASS)
 		return b->large_handles[hook];
 	return b->pool->cls[b->cls].handles[hook];

@@ -23,6 +23,7 @@
 
 #define XPI_POOL_NCLASSES 5
 #define XPI_POOL_LARGE_CLASS 0xffu
+#define XPI_POOL_VIEW_CLASS 0xfeu
 
 struct xpi_pool;
 
@@ -43,7 +44,8 @@ struct xp_buf {
 	size_t len;
 	_Atomic uint32_t refs;
 	uint32_t index;                          /* within its class */
-	uint8_t cls;                             /* class, or XPI_POOL_LARGE_CLASS */
+	uint8_t cls;                             /* class, XPI_POOL_LARGE_CLASS or _VIEW_CLASS */
+	struct xp_buf *parent;                   /* a view's: whose memory it shows */
 	void *large_handles[XPI_POOL_MAX_HOOKS]; /* registrations of a large buffer */
 };
 
@@ -94,6 +96,14 @@ static inline void xpi_buf_retain(struct xp_buf *b)
 
 /* Drops a reference; the last one returns the buffer to its pool. */
 void xpi_buf_put(struct xp_buf *b);
+
+/*
+ * A buffer that shows [@data, @data + @len) of @parent's memory, holding a
+ * reference to @parent until it is released: how a stream transport hands
+ * one message out of a received chunk to the user without a copy.
+ * Returns 0 or -ENOMEM.
+ */
+int xpi_buf_view(struct xp_buf *parent, uint8_t *data, size_t len, struct xp_buf **out);
 
 /* The registration handle of the buffer for hook number @hook. */
 void *xpi_buf_handle(const struct xp_buf *b, int hook);

@@ -102,6 +102,13 @@ struct xpi_tl_ops {
 	/* Polls; hands arrivals to xpi_engine_deliver(). Returns events handled. */
 	int (*progress)(void *tl);
 
+	/*
+	 * Called after a waiter has spun for a while without events: may sleep
+	 * until the transport has an event or @timeout_ns passes (a transport
+	 * that cannot sleep on its events just yields the CPU). Never longer.
+	 */
+	void (*block)(void *tl, int64_t timeout_ns);
+
 	/* Destroys the transport instance. Called once, by the last owner. */
 	void (*destroy)(void *tl);
 };
@@ -109,5 +116,7 @@ struct xpi_tl_ops {
 /* For transports that need no registration. */
 int xpi_tl_mem_reg_none(void *tl, void *addr, size_t len, void **handle);
 void xpi_tl_mem_dereg_none(void *tl, void *handle);
+/* For transports with nothing to sleep on: yields the CPU. */
+void xpi_tl_block_yield(void *tl, int64_t timeout_ns);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../core/compiler.h"
+#include "../core/self.h"
 #include "inproc.h"
 #include "job.h"
 #include "ring.h"
@@ -166,40 +167,6 @@ static int inproc_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_
 	return 0;
 }
 
-static int inproc_send_cancel(void *tlp, xp_request_t *sreq)
-{
-	(void)tlp;
-	int expected = XPI_RNDV_PENDING;
-	if (atomic_compare_exchange_strong(&sreq->rndv_state, &expected, XPI_RNDV_WITHDRAWN))
-		return 0;
-	return -EBUSY;
-}
-
-static int inproc_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
-			     xp_request_t *rreq)
-{
-	(void)tlp;
-	(void)rreq;
-	xp_request_t *sreq = msg->rndv;
-	int expected = XPI_RNDV_PENDING;
-	if (!atomic_compare_exchange_strong(&sreq->rndv_state, &expected, XPI_RNDV_CLAIMED)) {
-		xpi_request_put(sreq); /* withdrawn by its sender */
-		return -ECANCELED;
-	}
-	if (cap != 0)
-		memcpy(dst, sreq->buf, cap); /* the one copy of a rendezvous message */
-	xpi_request_complete(sreq, 0);
-	xpi_request_put(sreq);
-	return 0;
-}
-
-static void inproc_msg_release(void *tlp, struct xpi_msg *msg)
-{
-	(void)tlp;
-	if (msg->kind == XPI_MSG_RTS)
-		xpi_request_put(msg->rndv);
-}
-
 /* Polls at most this many slots of one ring per call, so one busy peer
  * cannot starve the others. */
 #define POLL_BATCH 64
@@ -306,10 +273,11 @@ const struct xpi_tl_ops xpi_inproc_ops = {
 	.mem_dereg = inproc_mem_dereg,
 	.send_eager = inproc_send_eager,
 	.send_rts = inproc_send_rts,
-	.send_cancel = inproc_send_cancel,
-	.rndv_fetch = inproc_rndv_fetch,
-	.msg_release = inproc_msg_release,
+	.send_cancel = xpi_local_send_cancel,
+	.rndv_fetch = xpi_local_rndv_fetch,
+	.msg_release = xpi_local_msg_release,
 	.progress = inproc_progress,
+	.block = xpi_tl_block_yield,
 	.destroy = inproc_destroy,
 };
 

@@ -38,6 +38,7 @@ static void job_free(struct xp_local_job *job)
 	}
 	free(job->rings);
 	free(job->pools);
+	free((void *)job->oob_slots);
 	free(job->tls);
 	free(job->ctxs);
 	free(job);
@@ -54,9 +55,11 @@ int xpi_local_job_create(int n, const struct xpi_config *cfg, xp_local_job_t **o
 	job->ctxs = calloc((size_t)n, sizeof(*job->ctxs));
 	job->tls = calloc((size_t)n, sizeof(*job->tls));
 	job->pools = calloc((size_t)n, sizeof(*job->pools));
+	job->oob_slots = calloc((size_t)n, sizeof(*job->oob_slots));
 	job->rings = calloc((size_t)n * (size_t)n, sizeof(*job->rings));
 	int rc = -ENOMEM;
-	if (job->ctxs == NULL || job->tls == NULL || job->rings == NULL || job->pools == NULL)
+	if (job->ctxs == NULL || job->tls == NULL || job->rings == NULL || job->pools == NULL ||
+	    job->oob_slots == NULL)
 		goto fail;
 	for (int i = 0; i < n; i++) {
 		struct xpi_inproc *ip = &job->tls[i];

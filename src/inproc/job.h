@@ -32,6 +32,9 @@ struct xp_local_job {
 	struct xpi_pool **pools;
 	struct xpi_inproc *tls;
 	struct xpi_ring **rings; /* [src * n + dst], for teardown */
+	/* Out-of-band barrier and allgather among the job's threads (oob.c). */
+	_Atomic int oob_count, oob_gen;
+	_Atomic(const void *) *oob_slots;
 };
 
 void xpi_ring_drain(struct xpi_ring *ring);

@@ -1,0 +1,771 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# compare-tcp.sh: xport's TCP transport beside UCX (ucx_perftest over
+# UCX_TLS=tcp) and plain sockets (perf/sock-baseline), measured in one run on
+# this machine: 8-byte one-way latency and 1 MiB bandwidth, medians across
+# interleaved rounds, and the ratios xport/UCX and xport/socket.
+#
+# Why rounds: on this shared 2-vCPU machine the spread between rounds is
+# often 2-5x (lab BASELINES.md), so figures are only compared when measured
+# side by side. Each round runs every measurement once; the order rotates
+# from round to round so no tool always runs first or last.
+#
+# The xport rows switch themselves on: the script runs
+# `xprun -n 2 BUILDDIR/perf/xport-perf lat --transport tcp ...` once, and if it
+# succeeds and prints a JSON row, xport joins the rounds. Until then its rows
+# read "not available yet" with the reason.
+#
+# Every command runs under `timeout`; background servers are killed on exit,
+# interrupt included (trap). Run with --help for the options.
+set -uo pipefail
+export LC_ALL=C # '.' decimals from awk and printf whatever the user's locale
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PROG=perf/compare-tcp.sh
+
+ROUNDS=3
+BUILDDIR= # default: build/ in the repository root
+PIN=1
+INSTALL=1
+CMD_TIMEOUT=60 # seconds, each benchmark command (a normal one takes 1-8 s)
+LOGDIR=
+KEEP_LOGS=0
+
+# The UCX benchmark; another build of it can be named in the environment.
+UCX_PERFTEST=${UCX_PERFTEST:-ucx_perftest}
+# What is measured, as BASELINES.md ran UCX (its iteration counts).
+UCX_LAT_ARGS=(-t tag_lat -s 8 -n 50000 -w 5000)
+UCX_BW_ARGS=(-t tag_bw -s 1048576 -n 3000 -w 300)
+
+usage() {
+	cat <<EOF
+usage: $PROG [--rounds N] [--builddir DIR] [--no-pin] [--no-install]
+                            [--timeout S] [--logdir DIR] [--help]
+
+Runs, on this machine and in one go, the TCP-over-loopback comparison:
+  UCX      ucx_perftest tag_lat 8 B and tag_bw 1 MiB, UCX_TLS=tcp, 127.0.0.1
+  socket   sock-baseline lat (blocking), lat-spin (spinning recv), bw (1 MiB)
+  xport    xprun -n 2 BUILDDIR/perf/xport-perf lat|bw --transport tcp --json
+           (used as soon as it works; "not available yet" until then)
+in N interleaved rounds, then prints the medians across rounds side by side
+(8 B one-way latency in us, 1 MiB bandwidth in GB/s = 10^9 B/s), the ratios
+xport/UCX and xport/socket, and the exact commands it ran.
+
+  --rounds N     rounds (default $ROUNDS); a default run takes well under 3 minutes
+  --builddir D   Meson build directory (default: build/ in the repository
+                 root); 'meson setup' and ninja run there when needed
+  --no-pin       leave placement to the scheduler (default: initiator/sender
+                 on CPU 0, responder/receiver on CPU 1, for UCX and sockets)
+  --no-install   do not apt-get install missing packages (ucx-utils, build
+                 tools); UCX rows are skipped with a note if ucx_perftest is missing
+  --timeout S    bound on each benchmark command (default $CMD_TIMEOUT s)
+  --logdir DIR   keep every command's output in DIR (default: a temporary
+                 directory, removed at exit unless something failed)
+  -h, --help     this text
+
+Environment: UCX_PERFTEST (default ucx_perftest) names another UCX build's
+benchmark; XPRUN_PATH names the xprun launcher if it is neither on PATH nor
+in the build directory.
+
+Exit status: 0 when every attempted measurement worked (UCX or xport rows
+may be absent, with a note), 1 when one failed, 2 on a usage error.
+EOF
+}
+
+die_usage() {
+	echo "$PROG: $*" >&2
+	echo "try $PROG --help" >&2
+	exit 2
+}
+
+while (($# > 0)); do
+	arg=$1
+	val=
+	case $arg in
+	--*=*)
+		val=${arg#*=}
+		arg=${arg%%=*}
+		;;
+	esac
+	case $arg in
+	--rounds | --builddir | --timeout | --logdir)
+		if [[ -z $val ]]; then
+			(($# >= 2)) || die_usage "$arg needs a value"
+			val=$2
+			shift
+		fi
+		;;
+	esac
+	case $arg in
+	--rounds)
+		if [[ ! $val =~ ^[0-9]+$ ]] || ((val < 1 || val > 99)); then
+			die_usage "--rounds wants a count from 1 to 99"
+		fi
+		ROUNDS=$val
+		;;
+	--builddir) BUILDDIR=$val ;;
+	--timeout)
+		if [[ ! $val =~ ^[0-9]+$ ]] || ((val < 5)); then
+			die_usage "--timeout wants seconds, at least 5"
+		fi
+		CMD_TIMEOUT=$val
+		;;
+	--logdir)
+		LOGDIR=$val
+		KEEP_LOGS=1
+		;;
+	--no-pin) PIN=0 ;;
+	--no-install) INSTALL=0 ;;
+	-h | --help)
+		usage
+		exit 0
+		;;
+	*) die_usage "unknown argument '$1'" ;;
+	esac
+	shift
+done
+
+# The build directory as given, relative to the caller's directory; printed
+# relative to the repository root when it lies inside, since every command
+# runs from there.
+BUILDDIR=$(realpath -m -- "${BUILDDIR:-$ROOT/build}")
+[[ $BUILDDIR == "$ROOT"/* ]] && BUILDDIR=${BUILDDIR#"$ROOT"/}
+if [[ -n $LOGDIR ]]; then
+	LOGDIR=$(realpath -m -- "$LOGDIR")
+fi
+cd "$ROOT" || exit 2
+
+# ---------------------------------------------------------------------------
+# Processes: everything started here is recorded until reaped, and killed on
+# exit. Commands run in the background and are waited for, so an interrupt
+# reaches the trap at once instead of after the running command.
+
+declare -A LIVE_PIDS=()
+TMP_LOGDIR=
+FAILED=0      # a measurement or a step failed: exit status 1
+KEEP_TMP=0    # keep the temporary logs (something went wrong, even if skipped)
+
+# shellcheck disable=SC2317 # reached through the trap below
+cleanup() {
+	local pid
+	trap - EXIT INT TERM
+	# TERM first: timeout(1) forwards it to its command; KILL would not be.
+	for pid in "${!LIVE_PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null
+	done
+	for pid in "${!LIVE_PIDS[@]}"; do
+		for _ in {1..30}; do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	if [[ -n $TMP_LOGDIR ]]; then
+		if ((FAILED || KEEP_TMP)); then
+			echo "$PROG: logs kept in $TMP_LOGDIR" >&2
+		else
+			rm -rf -- "$TMP_LOGDIR"
+		fi
+	fi
+}
+trap cleanup EXIT
+trap 'echo "$PROG: interrupted" >&2; FAILED=1; exit 130' INT
+trap 'echo "$PROG: terminated" >&2; FAILED=1; exit 143' TERM
+
+if [[ -z $LOGDIR ]]; then
+	TMP_LOGDIR=$(mktemp -d /tmp/compare-tcp.XXXXXX) || exit 1
+	LOGDIR=$TMP_LOGDIR
+else
+	mkdir -p -- "$LOGDIR" || exit 1
+fi
+
+# start_bg OUT ERR CMD...: runs CMD in the background; its pid in BG_PID.
+start_bg() {
+	local out=$1 err=$2
+	shift 2
+	"$@" >"$out" 2>"$err" &
+	BG_PID=$!
+	LIVE_PIDS[$BG_PID]=1
+}
+
+# finish_bg PID: waits for it; returns its exit status.
+finish_bg() {
+	local rc
+	wait "$1"
+	rc=$?
+	unset "LIVE_PIDS[$1]"
+	return $rc
+}
+
+# run_fg OUT ERR CMD...: runs CMD to its end; returns its exit status.
+run_fg() {
+	start_bg "$@"
+	finish_bg "$BG_PID"
+}
+
+# The commands of round 1 (and of setup), as a reader would type them.
+COMMANDS=()
+shell_words() {
+	local s
+	printf -v s '%q ' "$@"
+	printf '%s' "${s% }"
+}
+record() { # ROUND CMD...: notes the command when in round 1 (or setup, 0)
+	local r=$1
+	shift
+	((r <= 1)) && COMMANDS+=("$(shell_words "$@")")
+}
+
+say() { echo "$PROG: $*" >&2; }
+
+# tail_of FILE: its last lines, indented, for a failure message.
+tail_of() {
+	[[ -s $1 ]] && tail -n 5 -- "$1" | sed 's/^/    | /' >&2
+}
+
+# ---------------------------------------------------------------------------
+# Setup: packages, build
+
+SUDO=()
+((EUID != 0)) && command -v sudo >/dev/null && SUDO=(sudo)
+
+# apt_install PKG...: 0 when installed.
+apt_install() {
+	local log=$LOGDIR/apt-install.log
+	if ((!INSTALL)); then
+		return 1
+	fi
+	if ((EUID != 0 && ${#SUDO[@]} == 0)); then
+		say "not root and no sudo: cannot install $*"
+		return 1
+	fi
+	say "installing $* (apt-get)"
+	record 0 "${SUDO[@]}" apt-get install -y --no-install-recommends "$@"
+	if run_fg "$log" "$log" "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+		timeout -k 10 600 apt-get install -y -q --no-install-recommends "$@"; then
+		return 0
+	fi
+	# Stale package lists are the usual cause: refresh once and retry.
+	say "apt-get install failed; running apt-get update and retrying"
+	run_fg "$log.update" "$log.update" "${SUDO[@]}" timeout -k 10 600 apt-get update -q &&
+		run_fg "$log" "$log" "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+			timeout -k 10 600 apt-get install -y -q --no-install-recommends "$@" &&
+		return 0
+	tail_of "$log"
+	return 1
+}
+
+UCX_OK=0
+UCX_NOTE=
+UCX_VERSION=
+if command -v "$UCX_PERFTEST" >/dev/null; then
+	UCX_OK=1
+elif ((!INSTALL)); then
+	UCX_NOTE="skipped: $UCX_PERFTEST not found and --no-install given (apt-get install ucx-utils)"
+elif ! apt_install ucx-utils; then
+	UCX_NOTE="skipped: ucx-utils could not be installed (apt-get install -y --no-install-recommends ucx-utils; log: $LOGDIR/apt-install.log)"
+	KEEP_TMP=1 # a skip, not a failure; the log says why
+elif ! command -v "$UCX_PERFTEST" >/dev/null; then
+	UCX_NOTE="skipped: ucx-utils is installed but $UCX_PERFTEST is not found (PATH=$PATH)"
+else
+	UCX_OK=1
+fi
+if ((UCX_OK)); then
+	UCX_VERSION=$(dpkg-query -W -f='${Version}' ucx-utils 2>/dev/null ||
+		ucx_info -v 2>/dev/null | sed -n 's/^# Version //p')
+else
+	say "UCX rows $UCX_NOTE"
+fi
+
+if ! command -v meson >/dev/null || ! command -v ninja >/dev/null || ! command -v cc >/dev/null; then
+	say "meson, ninja or a C compiler is missing: running ci/install-deps.sh"
+	record 0 bash ci/install-deps.sh
+	if ((!INSTALL)) || ! run_fg "$LOGDIR/install-deps.log" "$LOGDIR/install-deps.log" \
+		timeout -k 10 900 bash ci/install-deps.sh; then
+		say "cannot get the build tools (ci/install-deps.sh; --no-install given?)"
+		tail_of "$LOGDIR/install-deps.log"
+		FAILED=1
+		exit 1
+	fi
+fi
+
+if [[ ! -f $BUILDDIR/build.ninja ]]; then
+	say "setting up $BUILDDIR (meson setup)"
+	record 0 meson setup "$BUILDDIR"
+	if ! run_fg "$LOGDIR/meson-setup.log" "$LOGDIR/meson-setup.log" \
+		timeout -k 10 600 meson setup "$BUILDDIR"; then
+		say "meson setup $BUILDDIR failed"
+		tail_of "$LOGDIR/meson-setup.log"
+		FAILED=1
+		exit 1
+	fi
+fi
+# Two targets, built one at a time: xport-perf follows the TCP work in
+# progress and may not build today; the socket baseline must not depend on it.
+SOCK=$BUILDDIR/perf/sock-baseline
+XP=$BUILDDIR/perf/xport-perf
+record 0 ninja -C "$BUILDDIR" perf/sock-baseline
+if ! run_fg "$LOGDIR/ninja-sock.log" "$LOGDIR/ninja-sock.log" \
+	timeout -k 10 900 ninja -C "$BUILDDIR" perf/sock-baseline; then
+	say "building sock-baseline failed"
+	tail_of "$LOGDIR/ninja-sock.log"
+	FAILED=1
+	exit 1
+fi
+XP_BUILT=1
+record 0 ninja -C "$BUILDDIR" perf/xport-perf
+if ! run_fg "$LOGDIR/ninja-xport.log" "$LOGDIR/ninja-xport.log" \
+	timeout -k 10 900 ninja -C "$BUILDDIR" perf/xport-perf; then
+	XP_BUILT=0
+fi
+
+# ---------------------------------------------------------------------------
+# Placement
+
+if ((PIN)) && ! { taskset -c 0 true && taskset -c 1 true; } 2>/dev/null; then
+	say "CPUs 0 and 1 are not both available to this process: running unpinned"
+	PIN=0
+fi
+if ((PIN)); then
+	UCX_SRV_PIN=(-c 1)
+	UCX_CLI_PIN=(-c 0)
+	SOCK_PIN=(--pin)
+	PIN_NOTE="initiator/sender on CPU 0, responder/receiver on CPU 1 (ucx_perftest client -c 0, server -c 1; sock-baseline --pin: client CPU 0, server CPU 1)"
+else
+	UCX_SRV_PIN=()
+	UCX_CLI_PIN=()
+	SOCK_PIN=()
+	PIN_NOTE="none: the scheduler places every process (--no-pin)"
+fi
+
+# ---------------------------------------------------------------------------
+# Parsing
+
+# json_num LINE KEY: the number under KEY in one flat JSON line, or nothing
+# (null, absent). xport-perf and sock-baseline print exactly this shape.
+json_num() {
+	sed -n "s/.*\"$2\":\(-\{0,1\}[0-9][0-9.eE+-]*\).*/\1/p" <<<"$1"
+}
+
+# json_row FILE TEST SIZE: the first JSON row of that test and size.
+json_row() {
+	grep -m1 -E "\"test\":\"$2\".*\"size\":$3[,}]" -- "$1"
+}
+
+# ---------------------------------------------------------------------------
+# Ports
+
+# free_port: a TCP port no local socket uses, below the ephemeral range so
+# that a connection made meanwhile does not take it.
+free_port() {
+	local p hex
+	for _ in {1..100}; do
+		p=$((20000 + RANDOM % 12000))
+		printf -v hex '%04X' "$p"
+		if ! awk -v h="$hex" 'FNR > 1 { split($2, a, ":"); if (toupper(a[2]) == h) found = 1 }
+			END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# port_listening PORT: 0 when a socket listens on it.
+port_listening() {
+	local hex
+	printf -v hex '%04X' "$1"
+	awk -v h="$hex" 'FNR > 1 { split($2, a, ":"); if (toupper(a[2]) == h && $4 == "0A") found = 1 }
+		END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# wait_listen PORT PID SECONDS: 0 once PORT listens; 1 if PID ends first or
+# time runs out. ucx_perftest has no readiness signal, so its socket table
+# entry is polled.
+wait_listen() {
+	local deadline=$((SECONDS + $3))
+	while ((SECONDS < deadline)); do
+		port_listening "$1" && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.02
+	done
+	return 1
+}
+
+# ---------------------------------------------------------------------------
+# Measurements. Each stores into VAL[ID,ROUND] (latency in us, bandwidth in
+# GB/s) or notes a failure.
+
+declare -A VAL=()
+declare -A FAILS=()
+
+fail() { # ID ROUND MESSAGE [LOG]
+	FAILED=1
+	FAILS[$1]=$((${FAILS[$1]:-0} + 1))
+	say "round $2: $1 FAILED: $3"
+	[[ -n ${4:-} ]] && tail_of "$4"
+}
+
+progress() { # ID ROUND VALUE UNIT
+	say "round $2/$ROUNDS: $(label "$1"): $3 $4"
+}
+
+label() {
+	case $1 in
+	ucx_lat) echo "UCX tag_lat 8 B" ;;
+	ucx_bw) echo "UCX tag_bw 1 MiB" ;;
+	sock_lat) echo "socket lat 8 B, blocking" ;;
+	sock_spin) echo "socket lat-spin 8 B, spinning" ;;
+	sock_bw) echo "socket bw 1 MiB" ;;
+	xp_lat) echo "xport lat 8 B" ;;
+	xp_bw) echo "xport bw 1 MiB" ;;
+	esac
+}
+
+# UCX: the server (ucx_perftest -p PORT) and the client (ucx_perftest
+# 127.0.0.1 -p PORT -t ...), both under timeout. The client prints the
+# result. Its "Final:" row reads: iterations, latency 50.0%ile, latency
+# average, latency overall, bandwidth average, bandwidth overall, message
+# rate average, overall.
+#  - latency: the 50.0%ile column. In UCX 1.13.1 it is the median (-R 50) of
+#    the last min(2048, iterations) iterations' times, halved for ping-pong
+#    tests (ucx_perf_calc_result, src/tools/perf/lib/libperf.c; TIMING_QUEUE_SIZE
+#    2048); "average" and "overall" are means. The median is what sock-baseline
+#    and xport-perf report (over all measured iterations), so it is compared.
+#  - bandwidth: the "overall" column (bytes over the whole measured run), in
+#    "MB/s" that are MiB/s (perftest.c divides by 1024.0 * 1024.0): x 1048576
+#    / 10^9 gives GB/s. In tag_bw the client is the sender, so UCX's bandwidth
+#    is taken at the sender; sock-baseline and xport-perf take it at the receiver.
+ucx_run() { # lat|bw ROUND
+	local test=$1 r=$2 id=ucx_$1 port spid rc line v
+	local base=$LOGDIR/r$r-$id srv cli args
+	if [[ $test == lat ]]; then
+		args=("${UCX_LAT_ARGS[@]}")
+	else
+		args=("${UCX_BW_ARGS[@]}")
+	fi
+	if ! port=$(free_port); then
+		fail "$id" "$r" "no free TCP port found"
+		return
+	fi
+	srv=(env UCX_TLS=tcp timeout -k 5 "$CMD_TIMEOUT" "$UCX_PERFTEST" -p "$port" "${UCX_SRV_PIN[@]}")
+	cli=(env UCX_TLS=tcp timeout -k 5 "$CMD_TIMEOUT" "$UCX_PERFTEST" 127.0.0.1 -p "$port"
+		"${UCX_CLI_PIN[@]}" "${args[@]}")
+	if ((r <= 1)); then
+		COMMANDS+=("$(shell_words "${srv[@]}") &")
+		COMMANDS+=("$(shell_words "${cli[@]}")")
+	fi
+	start_bg "$base.server.out" "$base.server.err" "${srv[@]}"
+	spid=$BG_PID
+	if ! wait_listen "$port" "$spid" 20; then
+		kill -TERM "$spid" 2>/dev/null
+		finish_bg "$spid"
+		fail "$id" "$r" "the ucx_perftest server did not listen on port $port" "$base.server.err"
+		return
+	fi
+	run_fg "$base.out" "$base.err" "${cli[@]}"
+	rc=$?
+	# The server ends by itself after its test; after a failed client it
+	# might wait for its timeout.
+	((rc != 0)) && kill -TERM "$spid" 2>/dev/null
+	finish_bg "$spid"
+	if ((rc != 0)); then
+		fail "$id" "$r" "ucx_perftest client exited with status $rc" "$base.err"
+		return
+	fi
+	line=$(awk '$1 == "Final:" { print $3, $7 }' "$base.out")
+	if [[ $test == lat ]]; then
+		v=${line%% *}
+	else
+		v=$(awk -v m="${line##* }" 'BEGIN { if (m != "") printf "%.4f", m * 1048576 / 1e9 }')
+	fi
+	if [[ ! $v =~ ^[0-9.]+$ ]]; then
+		fail "$id" "$r" "no 'Final:' row in ucx_perftest's output" "$base.out"
+		return
+	fi
+	VAL[$id,$r]=$v
+	progress "$id" "$r" "$v" "$([[ $test == lat ]] && echo "us (50.0%ile)" || echo "GB/s")"
+}
+
+# JSON-line benchmarks (sock-baseline, xport-perf): ID ROUND TEST SIZE CMD...
+json_run() {
+	local id=$1 r=$2 test=$3 size=$4 rc row v p99
+	shift 4
+	local base=$LOGDIR/r$r-$id
+	record "$r" "$@"
+	run_fg "$base.out" "$base.err" "$@"
+	rc=$?
+	if ((rc != 0)); then
+		fail "$id" "$r" "exited with status $rc" "$base.err"
+		return
+	fi
+	row=$(json_row "$base.out" "$test" "$size")
+	if [[ $test == lat ]]; then
+		v=$(json_num "$row" lat_us_p50)
+		p99=$(json_num "$row" lat_us_p99)
+		[[ -n $p99 ]] && VAL[${id}_p99,$r]=$p99
+	else
+		v=$(json_num "$row" bw_MBps)
+		[[ -n $v ]] && v=$(awk -v m="$v" 'BEGIN { printf "%.4f", m / 1000 }')
+	fi
+	if [[ -z $v ]]; then
+		fail "$id" "$r" "no JSON row for $test $size B with a figure" "$base.out"
+		return
+	fi
+	VAL[$id,$r]=$v
+	progress "$id" "$r" "$v" "$([[ $test == lat ]] && echo "us (p50)" || echo "GB/s")"
+}
+
+sock_run() { # lat|lat-spin|bw ROUND
+	local mode=$1 r=$2
+	local cmd=(timeout -k 5 "$CMD_TIMEOUT" "$SOCK" "$mode" "${SOCK_PIN[@]}" --json)
+	case $mode in
+	lat) json_run sock_lat "$r" lat 8 "${cmd[@]}" ;;
+	lat-spin) json_run sock_spin "$r" lat 8 "${cmd[@]}" ;;
+	bw) json_run sock_bw "$r" bw 1048576 "${cmd[@]}" ;;
+	esac
+}
+
+# --- xport ------------------------------------------------------------------
+# Off until `xprun -n 2 BUILDDIR/perf/xport-perf lat --transport tcp` works.
+XPORT_OK=0
+XPORT_NOTE=
+XPRUN=
+XPORT_HEADER=
+
+find_xprun() {
+	local p
+	if [[ -n ${XPRUN_PATH:-} && -x $XPRUN_PATH ]]; then
+		echo "$XPRUN_PATH"
+		return 0
+	fi
+	if p=$(command -v xprun); then
+		echo "$p"
+		return 0
+	fi
+	p=$(find "$BUILDDIR" -maxdepth 3 -type f -name xprun -perm -u+x 2>/dev/null | head -n 1)
+	[[ -n $p ]] && echo "$p"
+}
+
+xport_detect() {
+	local rc msg row out=$LOGDIR/xport-detect.out err=$LOGDIR/xport-detect.err
+	if ((!XP_BUILT)) || [[ ! -x $XP ]]; then
+		msg=$(grep -m1 -E 'error:' "$LOGDIR/ninja-xport.log" 2>/dev/null)
+		XPORT_NOTE="not available yet: $XP does not build today (ninja -C $BUILDDIR perf/xport-perf)${msg:+: $msg}"
+		return 1
+	fi
+	XPRUN=$(find_xprun)
+	if [[ -z $XPRUN ]]; then
+		# Still ask xport-perf itself, for its own word on the transport.
+		run_fg "$out" "$err" timeout -k 5 20 "$XP" lat --transport tcp --sizes 8 --iters 10 --json
+		msg=$(grep -m1 -v '^#' "$err")
+		XPORT_NOTE="not available yet: no xprun launcher (PATH, XPRUN_PATH, $BUILDDIR)${msg:+; $XP says: $msg}"
+		return 1
+	fi
+	run_fg "$out" "$err" timeout -k 5 "$CMD_TIMEOUT" "$XPRUN" -n 2 "$XP" lat --transport tcp \
+		--sizes 8 --iters 100 --json
+	rc=$?
+	row=$(json_row "$out" lat 8)
+	if ((rc != 0)) || [[ -z $(json_num "$row" lat_us_p50) ]]; then
+		msg=$(grep -m1 -v '^#' "$err")
+		XPORT_NOTE="not available yet: '$XPRUN -n 2 $XP lat --transport tcp' exited with status $rc${msg:+: $msg}"
+		return 1
+	fi
+	# How xport-perf placed its ranks, in its own words (header on stderr).
+	XPORT_HEADER=$(grep -m3 -iE '^# .*(pinned|transport)' "$err")
+	return 0
+}
+
+xport_run() { # lat|bw ROUND
+	local test=$1 r=$2
+	local cmd=(timeout -k 5 "$CMD_TIMEOUT" "$XPRUN" -n 2 "$XP" "$test" --transport tcp)
+	if [[ $test == lat ]]; then
+		json_run xp_lat "$r" lat 8 "${cmd[@]}" --sizes 8 --json
+	else
+		json_run xp_bw "$r" bw 1048576 "${cmd[@]}" --sizes 1048576 --json
+	fi
+}
+
+if xport_detect; then
+	XPORT_OK=1
+	say "xport TCP: available ($XPRUN)"
+else
+	say "xport rows: $XPORT_NOTE"
+fi
+
+# ---------------------------------------------------------------------------
+# Rounds
+
+TESTS=()
+((UCX_OK)) && TESTS+=(ucx_lat)
+TESTS+=(sock_lat sock_spin)
+((XPORT_OK)) && TESTS+=(xp_lat)
+((UCX_OK)) && TESTS+=(ucx_bw)
+TESTS+=(sock_bw)
+((XPORT_OK)) && TESTS+=(xp_bw)
+
+run_test() { # ID ROUND
+	case $1 in
+	ucx_lat) ucx_run lat "$2" ;;
+	ucx_bw) ucx_run bw "$2" ;;
+	sock_lat) sock_run lat "$2" ;;
+	sock_spin) sock_run lat-spin "$2" ;;
+	sock_bw) sock_run bw "$2" ;;
+	xp_lat) xport_run lat "$2" ;;
+	xp_bw) xport_run bw "$2" ;;
+	esac
+}
+
+START=$SECONDS
+n=${#TESTS[@]}
+for ((r = 1; r <= ROUNDS; r++)); do
+	for ((k = 0; k < n; k++)); do
+		run_test "${TESTS[(k + r - 1) % n]}" "$r"
+	done
+done
+ELAPSED=$((SECONDS - START))
+
+# ---------------------------------------------------------------------------
+# Report
+
+# median ID: of the rounds that worked, or nothing.
+median() {
+	local r
+	for ((r = 1; r <= ROUNDS; r++)); do
+		[[ -n ${VAL[$1,$r]:-} ]] && echo "${VAL[$1,$r]}"
+	done | sort -g | awk '{ a[NR] = $1 }
+		END { if (NR == 0) exit
+		      if (NR % 2) printf "%.4f\n", a[(NR + 1) / 2]
+		      else printf "%.4f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+
+# fmt VALUE DECIMALS: the value, or "-".
+fmt() {
+	if [[ -n $1 ]]; then
+		printf "%.*f" "$2" "$1"
+	else
+		printf -- "-"
+	fi
+}
+
+# ratio A B: A/B, or "n/a".
+ratio() {
+	if [[ -n $1 && -n $2 ]]; then
+		awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else printf "n/a" }'
+	else
+		printf "n/a"
+	fi
+}
+
+declare -A MED=()
+for id in ucx_lat ucx_bw sock_lat sock_spin sock_bw xp_lat xp_bw sock_lat_p99 sock_spin_p99 \
+	xp_lat_p99; do
+	MED[$id]=$(median "$id")
+done
+
+cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+echo
+echo "== TCP over loopback: xport vs UCX vs plain sockets, $ROUNDS interleaved round$( ((ROUNDS > 1)) && echo s), ${ELAPSED} s =="
+echo "machine: $(nproc) CPUs (${cpu_model:-unknown}), kernel $(uname -r)${UCX_VERSION:+, ucx-utils $UCX_VERSION}"
+echo "pinning: $PIN_NOTE"
+if ((XPORT_OK)); then
+	echo "xport:   placement as xport-perf reports it under xprun:"
+	while IFS= read -r line; do
+		[[ -n $line ]] && echo "         $line"
+	done <<<"$XPORT_HEADER"
+fi
+echo
+
+# Per round, so the spread is visible beside the medians.
+rows=(ucx_lat sock_lat sock_spin xp_lat ucx_bw sock_bw xp_bw)
+printf "%-34s" "per round"
+for ((r = 1; r <= ROUNDS; r++)); do printf " %9s" "round $r"; done
+printf " %9s\n" "median"
+for id in "${rows[@]}"; do
+	case $id in
+	ucx_*) ((UCX_OK)) || continue ;;
+	xp_*) ((XPORT_OK)) || continue ;;
+	esac
+	case $id in
+	*_bw) unit="GB/s" ;;
+	*) unit="us" ;;
+	esac
+	printf "%-34s" "$(label "$id") ($unit)"
+	for ((r = 1; r <= ROUNDS; r++)); do
+		v=${VAL[$id,$r]:-}
+		printf " %9s" "$(if [[ -n $v ]]; then fmt "$v" 3; else echo FAIL; fi)"
+	done
+	printf " %9s\n" "$(fmt "${MED[$id]}" 3)"
+done
+echo
+
+# Side by side: medians across rounds.
+printf "%-44s %12s %12s %12s\n" "medians across rounds" "8 B p50 us" "8 B p99 us" "1 MiB GB/s"
+row() { # LABEL LAT P99 BW [NOTE]
+	printf "%-44s %12s %12s %12s%s\n" "$1" "$2" "$3" "$4" "${5:+  $5}"
+}
+if ((XPORT_OK)); then
+	row "xport tcp (xport-perf under xprun)" "$(fmt "${MED[xp_lat]}" 2)" \
+		"$(fmt "${MED[xp_lat_p99]}" 2)" "$(fmt "${MED[xp_bw]}" 2)"
+else
+	row "xport tcp (xport-perf under xprun)" "n/a" "n/a" "n/a"
+fi
+if ((UCX_OK)); then
+	row "UCX ${UCX_VERSION%%-*} tag, UCX_TLS=tcp (ucx_perftest)" "$(fmt "${MED[ucx_lat]}" 2)" "-" \
+		"$(fmt "${MED[ucx_bw]}" 2)"
+else
+	row "UCX tag, UCX_TLS=tcp (ucx_perftest)" "n/a" "n/a" "n/a"
+fi
+row "socket, blocking (sock-baseline lat, bw)" "$(fmt "${MED[sock_lat]}" 2)" \
+	"$(fmt "${MED[sock_lat_p99]}" 2)" "$(fmt "${MED[sock_bw]}" 2)"
+row "socket, spinning recv (sock-baseline lat-spin)" "$(fmt "${MED[sock_spin]}" 2)" \
+	"$(fmt "${MED[sock_spin_p99]}" 2)" "-"
+echo
+if ((!XPORT_OK || !UCX_OK)); then
+	((XPORT_OK)) || echo "xport rows: $XPORT_NOTE"
+	((UCX_OK)) || echo "UCX rows: $UCX_NOTE"
+	echo
+fi
+
+printf "%-44s %12s %12s\n" "ratios (medians)" "8 B latency" "1 MiB bw"
+printf "%-44s %12s %12s\n" "xport / UCX" "$(ratio "${MED[xp_lat]}" "${MED[ucx_lat]}")" \
+	"$(ratio "${MED[xp_bw]}" "${MED[ucx_bw]}")"
+printf "%-44s %12s %12s\n" "xport / socket, blocking" "$(ratio "${MED[xp_lat]}" "${MED[sock_lat]}")" \
+	"$(ratio "${MED[xp_bw]}" "${MED[sock_bw]}")"
+printf "%-44s %12s %12s\n" "xport / socket, spinning recv" \
+	"$(ratio "${MED[xp_lat]}" "${MED[sock_spin]}")" "-"
+echo "(latency: below 1 means xport is faster; bandwidth: above 1 means xport is faster)"
+((XPORT_OK)) || echo "(ratios need the xport rows: not available yet)"
+echo
+
+cat <<EOF
+how the figures are read:
+- latency is one-way, half the round trip, median (p50) over the iterations.
+  UCX: the "50.0%ile" column of ucx_perftest's Final row: in UCX 1.13 the median
+  of the last min(2048, iterations) round trips, halved (libperf.c,
+  ucx_perf_calc_result); "average"/"overall" are means and are not used.
+- bandwidth in GB/s = 10^9 B/s. UCX prints "MB/s" meaning MiB/s: its "overall"
+  column x 1048576 / 10^9; it is taken at the sender (the tag_bw client).
+  sock-baseline and xport-perf take it at the receiver (10^6 B/s / 1000).
+- sock-baseline lat sleeps in recv: with the two processes on different vCPUs
+  every message pays a cross-vCPU wake-up (BASELINES.md), which spinning
+  transports (UCX, lat-spin) do not.
+- rounds vary a lot on this shared machine: compare only figures of one run.
+EOF
+echo
+
+echo "commands (round 1; later rounds differ only in the UCX port), run from $ROOT:"
+for c in "${COMMANDS[@]}"; do
+	echo "  $c"
+done
+if ((${#FAILS[@]} > 0)); then
+	echo
+	for id in "${!FAILS[@]}"; do
+		echo "FAILED: $(label "$id"): ${FAILS[$id]} of $ROUNDS rounds (logs: $LOGDIR)"
+	done
+fi
+((KEEP_LOGS)) && echo "logs: $LOGDIR"
+((FAILED)) && exit 1
+exit 0

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/* The job-key handshake; the protocol is described in auth.h. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "auth.h"
+#include "engine.h"
+#include "log.h"
+#include "siphash.h"
+#include "sock.h"
+
+static const uint8_t hello_magic[4] = { 'X', 'P', 'A', 'U' };
+static const char proof_label[] = "xport-auth-v1"; /* 13 bytes, no NUL on the wire */
+#define PROOF_INPUT_LEN (sizeof(proof_label) - 1 + 1 + 4 + 4 + 2 * XPI_AUTH_NONCE_LEN)
+
+static void put_be16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static uint16_t get_be16(const uint8_t *p)
+{
+	return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+void xpi_auth_hello_write(const struct xpi_auth_hello *h, uint8_t buf[XPI_AUTH_HELLO_LEN])
+{
+	memcpy(buf, hello_magic, 4);
+	put_be16(buf + 4, h->version);
+	put_be16(buf + 6, h->flags);
+	put_be32(buf + 8, h->rank);
+	put_be32(buf + 12, h->size);
+	memcpy(buf + 16, h->nonce, XPI_AUTH_NONCE_LEN);
+}
+
+int xpi_auth_hello_parse(const uint8_t *buf, size_t len, struct xpi_auth_hello *out)
+{
+	if (buf == NULL || len < XPI_AUTH_HELLO_LEN || memcmp(buf, hello_magic, 4) != 0)
+		return -EPROTO;
+	out->version = get_be16(buf + 4);
+	out->flags = get_be16(buf + 6);
+	out->rank = get_be32(buf + 8);
+	out->size = get_be32(buf + 12);
+	memcpy(out->nonce, buf + 16, XPI_AUTH_NONCE_LEN);
+	return 0;
+}
+
+uint64_t xpi_auth_proof(const uint8_t key[XPI_AUTH_KEY_LEN], int own_rank, int peer_rank, int size,
+			const uint8_t peer_nonce[XPI_AUTH_NONCE_LEN],
+			const uint8_t own_nonce[XPI_AUTH_NONCE_LEN])
+{
+	uint8_t in[PROOF_INPUT_LEN];
+	uint8_t *p = in;
+	memcpy(p, proof_label, sizeof(proof_label) - 1);
+	p += sizeof(proof_label) - 1;
+	*p++ = own_rank < peer_rank ? 'L' : 'H';
+	put_be32(p, (uint32_t)own_rank);
+	p += 4;
+	put_be32(p, (uint32_t)size);
+	p += 4;
+	memcpy(p, peer_nonce, XPI_AUTH_NONCE_LEN);
+	p += XPI_AUTH_NONCE_LEN;
+	memcpy(p, own_nonce, XPI_AUTH_NONCE_LEN);
+	return xpi_siphash24(key, in, sizeof(in));
+}
+
+void xpi_auth_key_from_string(const char *s, uint8_t key[XPI_AUTH_KEY_LEN])
+{
+	static const uint8_t lo[XPI_SIPHASH_KEY_LEN] = "xport-job-key-lo";
+	static const uint8_t hi[XPI_SIPHASH_KEY_LEN] = "xport-job-key-hi";
+	size_t n = s != NULL ? strlen(s) : 0;
+	uint64_t a = xpi_siphash24(lo, s, n), b = xpi_siphash24(hi, s, n);
+	for (int i = 0; i < 8; i++) {
+		key[i] = (uint8_t)(a >> (8 * i));
+		key[8 + i] = (uint8_t)(b >> (8 * i));
+	}
+}
+
+static int fill_random(uint8_t *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = getrandom(buf, len, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Logs a failure and makes it the thread's error detail. */
+static int fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int rc, const char *fmt, ...)
+{
+	char text[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	xpi_log(XPI_LOG_ERROR, "%s", text);
+	xpi_set_thread_detail(text);
+	return rc;
+}
+
+static int io_failed(int rc, int my_rank, const char *peer, const char *step, int timeout_ms)
+{
+	if (rc == -ETIMEDOUT)
+		return fail(rc,
+			    "rank %d: authentication with %s timed out after %d ms (%s): the "
+			    "peer is not an xport rank, or is stuck",
+			    my_rank, peer, timeout_ms, step);
+	if (rc == -ECONNRESET)
+		return fail(rc,
+			    "rank %d: %s closed the connection during authentication (%s): it "
+			    "refused us or died",
+			    my_rank, peer, step);
+	return fail(rc, "rank %d: authentication with %s failed (%s): %s", my_rank, peer, step,
+		    strerrordesc_np(-rc) != NULL ? strerrordesc_np(-rc) : "unknown error");
+}
+
+int xpi_auth_handshake(int fd, const uint8_t key[XPI_AUTH_KEY_LEN], int my_rank, int size,
+		       int timeout_ms, int *peer_rank)
+{
+	if (fd < 0 || key == NULL || peer_rank == NULL || size < 1 || my_rank < 0 ||
+	    my_rank >= size)
+		return -EINVAL;
+	int64_t deadline = xpi_deadline_in(timeout_ms);
+	char peer[XPI_SOCK_ADDRSTRLEN];
+	xpi_sock_peer_str(fd, peer, sizeof(peer));
+
+	struct xpi_auth_hello mine = {
+		.version = XPI_AUTH_VERSION,
+		.rank = (uint32_t)my_rank,
+		.size = (uint32_t)size,
+	};
+	int rc = fill_random(mine.nonce, sizeof(mine.nonce));
+	if (rc < 0)
+		return fail(rc, "rank %d: getrandom failed: %s", my_rank, strerrordesc_np(-rc));
+	uint8_t buf[XPI_AUTH_HELLO_LEN];
+	xpi_auth_hello_write(&mine, buf);
+	rc = xpi_sock_send_all(fd, buf, sizeof(buf), deadline);
+	if (rc < 0)
+		return io_failed(rc, my_rank, peer, "sending hello", timeout_ms);
+	rc = xpi_sock_recv_all(fd, buf, sizeof(buf), deadline);
+	if (rc < 0)
+		return io_failed(rc, my_rank, peer, "waiting for hello", timeout_ms);
+
+	struct xpi_auth_hello theirs;
+	if (xpi_auth_hello_parse(buf, sizeof(buf), &theirs) < 0)
+		return fail(-EPROTO, "rank %d: %s is not an xport rank (bad hello magic)", my_rank,
+			    peer);
+	if (theirs.version != XPI_AUTH_VERSION)
+		return fail(-EPROTO,
+			    "rank %d: %s speaks authentication protocol version %u, this build "
+			    "speaks %u: run the same xport version on every rank",
+			    my_rank, peer, (unsigned)theirs.version, (unsigned)XPI_AUTH_VERSION);
+	if (theirs.size != (uint32_t)size)
+		return fail(-EPROTO,
+			    "rank %d: %s says the job has %u ranks, this rank says %d: the two "
+			    "belong to different jobs",
+			    my_rank, peer, (unsigned)theirs.size, size);
+	if (theirs.rank >= (uint32_t)size || theirs.rank == (uint32_t)my_rank)
+		return fail(-EPROTO, "rank %d: %s says it is rank %u of a job of %d", my_rank, peer,
+			    (unsigned)theirs.rank, size);
+	if (memcmp(theirs.nonce, mine.nonce, XPI_AUTH_NONCE_LEN) == 0)
+		return fail(-EPROTO, "rank %d: %s sent our own nonce back", my_rank, peer);
+	int other = (int)theirs.rank;
+
+	uint8_t proof[XPI_AUTH_PROOF_LEN];
+	put_be64(proof, xpi_auth_proof(key, my_rank, other, size, theirs.nonce, mine.nonce));
+	rc = xpi_sock_send_all(fd, proof, sizeof(proof), deadline);
+	if (rc < 0)
+		return io_failed(rc, my_rank, peer, "sending key proof", timeout_ms);
+	rc = xpi_sock_recv_all(fd, proof, sizeof(proof), deadline);
+	if (rc < 0)
+		return io_failed(rc, my_rank, peer, "waiting for key proof", timeout_ms);
+	uint8_t want[XPI_AUTH_PROOF_LEN];
+	put_be64(want, xpi_auth_proof(key, other, my_rank, size, mine.nonce, theirs.nonce));
+	/* Compared without an early exit, so timing tells nothing about how
+	 * much of a forged proof was right. */
+	uint8_t diff = 0;
+	for (size_t i = 0; i < sizeof(want); i++)
+		diff |= (uint8_t)(want[i] ^ proof[i]);
+	if (diff != 0)
+		return fail(-EACCES,
+			    "rank %d: wrong job key: the peer at %s (says rank %d) failed the key "
+			    "proof; every rank of a job needs the same XP_JOB_KEY",
+			    my_rank, peer, other);
+	*peer_rank = other;
+	return 0;
+}

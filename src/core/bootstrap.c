@@ -1,0 +1,936 @@
+/* SPDX-License-Identifier: MIT */
+/* Forming a job from the launcher's environment; see bootstrap.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "bootstrap.h"
+#include "compiler.h"
+#include "engine.h"
+#include "log.h"
+#include "sock.h"
+
+#define MAX_JOB_SIZE (1 << 24) /* as xp_init accepts */
+#define HDR_LEN 16
+#define ABORT_TEXT_MAX 512
+#define TEXT_MAX (ABORT_TEXT_MAX + 64)
+/* A connection to rank 0 that does not finish the handshake in this time is
+ * dropped, so a stuck or hostile client delays the job by at most this. */
+#define HANDSHAKE_MAX_MS 10000
+/* How long rank 0 tries to tell the others that an operation failed. */
+#define ABORT_SEND_MS 1000
+#define CONNECT_BACKOFF_MAX_MS 250
+
+enum { OP_GATHER = 1, OP_TABLE = 2, OP_ABORT = 3 };
+
+struct xpi_boot {
+	int rank, size;
+	int timeout_ms;
+	uint8_t key[XPI_AUTH_KEY_LEN];
+	char addr[300]; /* the rendezvous address as configured, for messages */
+	int root_fd;    /* ranks != 0: the connection to rank 0 */
+	/* Rank 0: the connection to each rank (fds[0] unused) and the state
+	 * of the operation in progress. */
+	int *fds;
+	size_t *got;              /* bytes of header and payload received */
+	uint8_t (*hdrs)[HDR_LEN]; /* their headers */
+	struct pollfd *pfds;      /* size - 1 */
+	int *pranks;              /* rank of each pfds entry */
+	struct sockaddr_storage local;
+	socklen_t local_len;
+	uint32_t seq; /* control operations started */
+	int broken;   /* 0, or the code every further operation returns */
+	char broken_text[TEXT_MAX];
+};
+
+/* What the environment says. */
+struct job_env {
+	const char *launcher;
+	int rank, size;
+	char host[256];
+	char port[8];
+	char addr[300];       /* host:port for messages */
+	const char *addr_var; /* where the address came from */
+};
+
+static int failv(int rc, const char *fmt, va_list ap)
+{
+	char text[TEXT_MAX];
+	vsnprintf(text, sizeof(text), fmt, ap);
+	xpi_log(XPI_LOG_ERROR, "%s", text);
+	xpi_set_thread_detail(text);
+	return rc;
+}
+
+/* Logs a failure, makes it the thread's error detail, returns @rc. */
+static int fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	failv(rc, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static const char *errtext(int rc)
+{
+	const char *s = strerrordesc_np(rc < 0 ? -rc : rc);
+	return s != NULL ? s : "unknown error";
+}
+
+/* ---------------------------------------------------------------------- */
+/* Environment                                                            */
+
+static const char *env(const char *name)
+{
+	const char *s = getenv(name);
+	return s != NULL && *s != '\0' ? s : NULL;
+}
+
+/* A decimal integer in [lo, hi]; -EINVAL otherwise. */
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 10 || strspn(s, "0123456789") != n)
+		return -EINVAL;
+	long v = strtol(s, NULL, 10);
+	if (v < lo || v > hi)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int env_address(struct job_env *e)
+{
+	const char *xa = env("XP_ADDR");
+	if (xa != NULL) {
+		e->addr_var = "XP_ADDR";
+		if (xpi_sock_split_hostport(xa, e->host, sizeof(e->host), e->port,
+					    sizeof(e->port)) < 0)
+			return fail(-EINVAL,
+				    "bootstrap: XP_ADDR=%s is not host:port or [ipv6]:port", xa);
+	} else {
+		const char *ma = env("MASTER_ADDR"), *mp = env("MASTER_PORT");
+		e->addr_var = "MASTER_ADDR/MASTER_PORT";
+		if (ma == NULL && mp == NULL)
+			return fail(
+				-EINVAL,
+				"bootstrap: %s sets up a job of %d ranks but no rendezvous address "
+				"is set: export XP_ADDR=host:port (or MASTER_ADDR and "
+				"MASTER_PORT) naming rank 0's host and a free port",
+				e->launcher, e->size);
+		if (ma == NULL || mp == NULL)
+			return fail(-EINVAL, "bootstrap: %s is set but %s is not",
+				    ma != NULL ? "MASTER_ADDR" : "MASTER_PORT",
+				    ma != NULL ? "MASTER_PORT" : "MASTER_ADDR");
+		size_t hl = strlen(ma);
+		if (ma[0] == '[' && hl > 2 && ma[hl - 1] == ']') { /* "[v6]" */
+			ma++;
+			hl -= 2;
+		}
+		long port;
+		if (hl >= sizeof(e->host) || parse_long(mp, 0, 65535, &port) < 0)
+			return fail(-EINVAL,
+				    "bootstrap: MASTER_ADDR=%s MASTER_PORT=%s is not an address",
+				    env("MASTER_ADDR"), mp);
+		memcpy(e->host, ma, hl);
+		e->host[hl] = '\0';
+		snprintf(e->port, sizeof(e->port), "%ld", port);
+	}
+	if (strspn(e->port, "0") == strlen(e->port))
+		return fail(-EINVAL,
+			    "bootstrap: %s gives port 0, but every rank must know rank 0's port "
+			    "in advance",
+			    e->addr_var);
+	if (strchr(e->host, ':') != NULL)
+		snprintf(e->addr, sizeof(e->addr), "[%s]:%s", e->host, e->port);
+	else
+		snprintf(e->addr, sizeof(e->addr), "%s:%s", e->host, e->port);
+	return 0;
+}
+
+/* Returns 0, XPI_BOOT_SINGLETON or -EINVAL. */
+static int read_env(struct job_env *e)
+{
+	static const struct {
+		const char *launcher, *rank_var, *size_var;
+	} launchers[] = {
+		{ "xport", "XP_RANK", "XP_SIZE" },
+		{ "torchrun", "RANK", "WORLD_SIZE" },
+		{ "Slurm", "SLURM_PROCID", "SLURM_NTASKS" },
+		{ "Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+	};
+	memset(e, 0, sizeof(*e));
+	for (size_t i = 0; i < XPI_ARRAY_SIZE(launchers); i++) {
+		const char *rv = launchers[i].rank_var, *sv = launchers[i].size_var;
+		const char *ss = env(sv);
+		if (ss == NULL)
+			continue; /* as xp_init: the size variable says which launcher */
+		long size, rank;
+		e->launcher = launchers[i].launcher;
+		if (parse_long(ss, 1, MAX_JOB_SIZE, &size) < 0)
+			return fail(-EINVAL, "bootstrap: %s=%s is not a job size (1 to %d)", sv, ss,
+				    MAX_JOB_SIZE);
+		const char *rs = env(rv);
+		if (rs == NULL)
+			return fail(-EINVAL, "bootstrap: %s=%s is set but %s is not", sv, ss, rv);
+		if (parse_long(rs, 0, size - 1, &rank) < 0)
+			return fail(-EINVAL, "bootstrap: %s=%s is not a rank of a job of %s=%s", rv,
+				    rs, sv, ss);
+		e->rank = (int)rank;
+		e->size = (int)size;
+		if (size == 1)
+			return XPI_BOOT_SINGLETON;
+		return env_address(e);
+	}
+	return XPI_BOOT_SINGLETON;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Addresses                                                              */
+
+/* An IPv4-mapped IPv6 address (a v4 peer of a v6 wildcard listener)
+ * becomes the plain IPv4 one, which is what others can use. Port 0. */
+static void store_local(struct xpi_boot *b, const struct sockaddr_storage *ss, socklen_t len)
+{
+	memset(&b->local, 0, sizeof(b->local));
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)ss;
+		if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) {
+			struct sockaddr_in *a4 = (struct sockaddr_in *)&b->local;
+			a4->sin_family = AF_INET;
+			memcpy(&a4->sin_addr, &a6->sin6_addr.s6_addr[12], 4);
+			b->local_len = sizeof(*a4);
+			return;
+		}
+	}
+	memcpy(&b->local, ss, len);
+	b->local_len = len;
+	if (b->local.ss_family == AF_INET)
+		((struct sockaddr_in *)&b->local)->sin_port = 0;
+	else if (b->local.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&b->local)->sin6_port = 0;
+}
+
+/* 3: IPv4, 2: global IPv6, 1: link-local IPv6 (needs its scope id). */
+static int addr_preference(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return 3;
+	if (sa->sa_family == AF_INET6)
+		return IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)sa)->sin6_addr) ? 1 : 2;
+	return 0;
+}
+
+static int iface_addr(struct xpi_boot *b, const char *ifname)
+{
+	struct ifaddrs *all, *best = NULL;
+	if (getifaddrs(&all) < 0)
+		return fail(-errno, "rank %d: getifaddrs failed: %s", b->rank, errtext(errno));
+	char names[200] = "";
+	size_t used = 0;
+	for (struct ifaddrs *i = all; i != NULL; i = i->ifa_next) {
+		if (i->ifa_addr == NULL || addr_preference(i->ifa_addr) == 0)
+			continue;
+		if (strcmp(i->ifa_name, ifname) == 0) {
+			if (best == NULL ||
+			    addr_preference(i->ifa_addr) > addr_preference(best->ifa_addr))
+				best = i;
+		} else if (strstr(names, i->ifa_name) == NULL && used + 1 < sizeof(names)) {
+			/* For the message: which interfaces there are. */
+			int n = snprintf(names + used, sizeof(names) - used, "%s%s",
+					 used ? ", " : "", i->ifa_name);
+			used = n > 0 ? used + (size_t)n : used;
+			if (used >= sizeof(names))
+				used = sizeof(names) - 1;
+		}
+	}
+	int rc = 0;
+	if (best == NULL) {
+		rc = fail(-ENODEV,
+			  "rank %d: XP_SOCKET_IFNAME=%s: no such interface with an IPv4 or IPv6 "
+			  "address here (there are: %s)",
+			  b->rank, ifname, names[0] ? names : "none");
+	} else {
+		struct sockaddr_storage ss;
+		socklen_t len = best->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
+								       sizeof(struct sockaddr_in6);
+		memset(&ss, 0, sizeof(ss));
+		memcpy(&ss, best->ifa_addr, len);
+		store_local(b, &ss, len);
+	}
+	freeifaddrs(all);
+	return rc;
+}
+
+/* Without XP_SOCKET_IFNAME: the address this rank reaches rank 0 from (or,
+ * for rank 0, where the first rank reached it). */
+static int conn_local_addr(struct xpi_boot *b)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int fd = b->rank == 0 ? b->fds[1] : b->root_fd;
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return fail(-errno, "rank %d: getsockname failed: %s", b->rank, errtext(errno));
+	store_local(b, &ss, len);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Forming the job                                                        */
+
+/* Takes over the socket a launcher bound for rank 0 (XP_BOOT_LISTEN_FD). */
+static int inherited_listener(const struct job_env *e, const char *s, int backlog, int *lfd)
+{
+	long fd;
+	int type = 0;
+	socklen_t tlen = sizeof(type);
+	struct sockaddr_storage ss;
+	socklen_t slen = sizeof(ss);
+	if (parse_long(s, 0, 1 << 30, &fd) < 0 ||
+	    getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 || type != SOCK_STREAM ||
+	    getsockname((int)fd, (struct sockaddr *)&ss, &slen) < 0)
+		return fail(-EINVAL, "rank 0: XP_BOOT_LISTEN_FD=%s is not a stream socket", s);
+	if (xpi_sock_addr_port((struct sockaddr *)&ss) != atoi(e->port))
+		return fail(-EINVAL,
+			    "rank 0: XP_BOOT_LISTEN_FD=%s is bound to port %d, but %s says %s", s,
+			    xpi_sock_addr_port((struct sockaddr *)&ss), e->addr_var, e->addr);
+	int flags = fcntl((int)fd, F_GETFL);
+	if (listen((int)fd, backlog) < 0 || flags < 0 ||
+	    fcntl((int)fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
+	    fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0)
+		return fail(-errno, "rank 0: XP_BOOT_LISTEN_FD=%s: %s", s, errtext(errno));
+	*lfd = (int)fd;
+	return 0;
+}
+
+static int root_listen(struct xpi_boot *b, const struct job_env *e, int *lfd)
+{
+	int backlog = b->size < 128 ? 128 : (b->size > 65535 ? 65535 : b->size);
+	const char *inherited = env("XP_BOOT_LISTEN_FD");
+	if (inherited != NULL)
+		return inherited_listener(e, inherited, backlog, lfd);
+
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int rc = xpi_sock_resolve(e->host, e->port, &ss, &len);
+	if (rc < 0)
+		return fail(rc == -EAGAIN ? -EAGAIN : -EINVAL,
+			    "rank 0: cannot resolve %s (from %s): %s", e->host, e->addr_var,
+			    rc == -EAGAIN ? "temporary resolver failure" : "unknown host");
+	if (!xpi_sock_is_numeric_host(e->host)) {
+		/* A name: listen on every address of its family. */
+		int port = xpi_sock_addr_port((struct sockaddr *)&ss);
+		sa_family_t fam = ss.ss_family;
+		memset(&ss, 0, sizeof(ss));
+		if (fam == AF_INET6) {
+			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+			a->sin6_family = AF_INET6;
+			a->sin6_addr = in6addr_any;
+			a->sin6_port = htons((uint16_t)port);
+			len = sizeof(*a);
+		} else {
+			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+			a->sin_family = AF_INET;
+			a->sin_addr.s_addr = htonl(INADDR_ANY);
+			a->sin_port = htons((uint16_t)port);
+			len = sizeof(*a);
+		}
+	}
+	rc = xpi_sock_listen((struct sockaddr *)&ss, len, backlog, lfd);
+	if (rc == -EADDRINUSE)
+		return fail(rc,
+			    "rank 0: cannot listen on %s (from %s): the port is in use (by an "
+			    "earlier job still running? under torchrun its agent may hold "
+			    "MASTER_PORT: set XP_ADDR to another port)",
+			    e->addr, e->addr_var);
+	if (rc < 0)
+		return fail(rc, "rank 0: cannot listen on %s (from %s): %s", e->addr, e->addr_var,
+			    errtext(rc));
+	return 0;
+}
+
+/* "1, 4, 7 and 12 more": the ranks whose entry in @done is false. */
+static void missing_ranks(const struct xpi_boot *b, bool (*done)(const struct xpi_boot *, int),
+			  char *buf, size_t n)
+{
+	size_t used = 0;
+	int listed = 0, more = 0;
+	buf[0] = '\0';
+	for (int r = 1; r < b->size; r++) {
+		if (done(b, r))
+			continue;
+		if (listed < 16 && used + 16 < n) {
+			int k = snprintf(buf + used, n - used, "%s%d", listed ? ", " : "", r);
+			used += k > 0 ? (size_t)k : 0;
+			listed++;
+		} else {
+			more++;
+		}
+	}
+	if (more > 0 && used + 24 < n)
+		snprintf(buf + used, n - used, " and %d more", more);
+}
+
+static bool has_joined(const struct xpi_boot *b, int r)
+{
+	return b->fds[r] >= 0;
+}
+
+static int root_accept_ranks(struct xpi_boot *b, const struct job_env *e, int lfd, int64_t deadline)
+{
+	int joined = 0;
+	while (joined < b->size - 1) {
+		int fd, peer;
+		int rc = xpi_sock_accept(lfd, deadline, &fd);
+		if (rc == -ETIMEDOUT) {
+			char missing[160];
+			missing_ranks(b, has_joined, missing, sizeof(missing));
+			return fail(
+				rc,
+				"rank 0: timed out after %d ms at %s waiting for %d of %d ranks "
+				"to join: rank %s (not started, crashed, or pointed at another "
+				"address?)",
+				b->timeout_ms, e->addr, b->size - 1 - joined, b->size, missing);
+		}
+		if (rc < 0)
+			return fail(rc, "rank 0: accept on %s failed: %s%s", e->addr, errtext(rc),
+				    rc == -EMFILE ? " (raise the open-files limit, ulimit -n)" :
+						    "");
+		int left = xpi_deadline_left_ms(deadline);
+		rc = xpi_auth_handshake(fd, b->key, 0, b->size,
+					left < HANDSHAKE_MAX_MS ? left : HANDSHAKE_MAX_MS, &peer);
+		char who[XPI_SOCK_ADDRSTRLEN];
+		xpi_sock_peer_str(fd, who, sizeof(who));
+		if (rc == 0 && b->fds[peer] >= 0) {
+			char first[XPI_SOCK_ADDRSTRLEN];
+			xpi_sock_peer_str(b->fds[peer], first, sizeof(first));
+			xpi_log(XPI_LOG_ERROR,
+				"rank 0: refused %s: it claims rank %d, which joined from %s "
+				"(was the job started twice?)",
+				who, peer, first);
+			rc = -EPROTO;
+		} else if (rc < 0) {
+			/* The handshake logged why; this is what it means for the job. */
+			xpi_log(XPI_LOG_WARN,
+				"rank 0: refused the connection from %s (%s); still "
+				"waiting for %d ranks",
+				who, rc == -EACCES ? "wrong job key" : errtext(rc),
+				b->size - 1 - joined);
+		}
+		if (rc < 0) {
+			close(fd);
+			continue;
+		}
+		if (xpi_debug_on("transport"))
+			xpi_log(XPI_LOG_DEBUG, "rank 0: rank %d joined from %s", peer, who);
+		b->fds[peer] = fd;
+		joined++;
+	}
+	return 0;
+}
+
+static bool connect_retryable(int rc)
+{
+	switch (-rc) {
+	case ECONNREFUSED: /* rank 0 is not listening yet */
+	case ECONNRESET:
+	case ECONNABORTED:
+	case ENETUNREACH: /* the network may still be coming up */
+	case EHOSTUNREACH:
+	case EADDRNOTAVAIL:
+	case EAGAIN:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int join_root(struct xpi_boot *b, const struct job_env *e, int64_t deadline)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = 0;
+	int fd = -1, rc, last = 0, backoff_ms = 5;
+	for (;;) {
+		if (len == 0) {
+			rc = xpi_sock_resolve(e->host, e->port, &ss, &len);
+			if (rc == -EINVAL || rc == -ENOMEM)
+				return fail(rc, "rank %d: cannot resolve %s (from %s)", b->rank,
+					    e->host, e->addr_var);
+			if (rc == 0)
+				continue; /* connect at once */
+			len = 0;
+		} else {
+			rc = xpi_sock_connect((struct sockaddr *)&ss, len, deadline, &fd);
+			if (rc == 0)
+				break;
+			if (rc != -ETIMEDOUT && !connect_retryable(rc))
+				return fail(rc, "rank %d: cannot connect to rank 0 at %s: %s",
+					    b->rank, e->addr, errtext(rc));
+		}
+		if (rc != -ETIMEDOUT)
+			last = rc;
+		int left = xpi_deadline_left_ms(deadline);
+		if (left == 0)
+			return fail(-ETIMEDOUT,
+				    "rank %d: could not reach rank 0 at %s (from %s) within %d ms "
+				    "(%s): is rank 0 running, and does the address name its host?",
+				    b->rank, e->addr, e->addr_var, b->timeout_ms,
+				    last != 0 ? errtext(last) : "no answer");
+		/* Rank 0 may start later than this rank: back off and retry. */
+		poll(NULL, 0, backoff_ms < left ? backoff_ms : left);
+		backoff_ms = backoff_ms * 2 > CONNECT_BACKOFF_MAX_MS ? CONNECT_BACKOFF_MAX_MS :
+								       backoff_ms * 2;
+	}
+	int peer = -1;
+	rc = xpi_auth_handshake(fd, b->key, b->rank, b->size, xpi_deadline_left_ms(deadline),
+				&peer);
+	if (rc == 0 && peer != 0)
+		rc = fail(-EPROTO, "rank %d: the process at %s is rank %d of a job, not rank 0",
+			  b->rank, e->addr, peer);
+	if (rc < 0) {
+		char why[400];
+		snprintf(why, sizeof(why), "%s", xp_error_detail());
+		close(fd);
+		if (rc == -EACCES)
+			return fail(
+				rc,
+				"rank %d: wrong job key: rank 0 at %s (from %s) has another job "
+				"key than this rank; every rank needs the same XP_JOB_KEY",
+				b->rank, e->addr, e->addr_var);
+		if (rc == -ECONNRESET)
+			return fail(
+				rc,
+				"rank %d: rank 0 at %s closed the connection while this rank "
+				"joined: is this rank started twice, or does rank 0 have another "
+				"job key? (%s)",
+				b->rank, e->addr, why);
+		return fail(rc, "rank %d: could not join the job at %s: %s", b->rank, e->addr, why);
+	}
+	b->root_fd = fd;
+	return 0;
+}
+
+static int boot_alloc(struct xpi_boot *b)
+{
+	if (b->rank != 0)
+		return 0;
+	size_t n = (size_t)b->size;
+	b->fds = malloc(n * sizeof(*b->fds));
+	b->got = calloc(n, sizeof(*b->got));
+	b->hdrs = calloc(n, sizeof(*b->hdrs));
+	b->pfds = calloc(n, sizeof(*b->pfds));
+	b->pranks = calloc(n, sizeof(*b->pranks));
+	if (b->fds == NULL || b->got == NULL || b->hdrs == NULL || b->pfds == NULL ||
+	    b->pranks == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		b->fds[i] = -1;
+	return 0;
+}
+
+static int boot_timeout(int timeout_ms)
+{
+	const char *s = env("XP_BOOT_TIMEOUT_MS");
+	long v;
+	if (s == NULL)
+		return timeout_ms;
+	if (parse_long(s, 1, 24L * 3600 * 1000, &v) == 0)
+		return (int)v;
+	/* As config.c treats XP_TIMEOUT_MS. */
+	xpi_log(XPI_LOG_WARN, "ignoring XP_BOOT_TIMEOUT_MS=%s: not a number of milliseconds", s);
+	return timeout_ms;
+}
+
+int xpi_boot_create(int timeout_ms, struct xpi_boot **out)
+{
+	struct job_env e;
+	if (out == NULL || timeout_ms <= 0)
+		return -EINVAL;
+	int rc = read_env(&e);
+	if (rc != 0)
+		return rc; /* XPI_BOOT_SINGLETON or -EINVAL */
+
+	struct xpi_boot *b = calloc(1, sizeof(*b));
+	if (b == NULL)
+		return -ENOMEM;
+	b->rank = e.rank;
+	b->size = e.size;
+	b->root_fd = -1;
+	b->timeout_ms = boot_timeout(timeout_ms);
+	snprintf(b->addr, sizeof(b->addr), "%s", e.addr);
+	const char *key = env("XP_JOB_KEY");
+	if (key == NULL)
+		xpi_log(XPI_LOG_WARN,
+			"rank %d: XP_JOB_KEY is not set: this job is not protected, any process "
+			"that reaches %s can join it",
+			b->rank, e.addr);
+	xpi_auth_key_from_string(key != NULL ? key : "", b->key);
+	rc = boot_alloc(b);
+	if (rc < 0)
+		goto fail;
+
+	/* A wrong interface name fails before anyone waits for this rank. */
+	const char *ifname = env("XP_SOCKET_IFNAME");
+	if (ifname != NULL) {
+		rc = iface_addr(b, ifname);
+		if (rc < 0)
+			goto fail;
+	}
+
+	int64_t deadline = xpi_deadline_in(b->timeout_ms);
+	if (b->rank == 0) {
+		int lfd = -1;
+		rc = root_listen(b, &e, &lfd);
+		if (rc < 0)
+			goto fail;
+		rc = root_accept_ranks(b, &e, lfd, deadline);
+		/* Nobody else may join now: stop listening. */
+		close(lfd);
+	} else {
+		rc = join_root(b, &e, deadline);
+	}
+	if (rc < 0)
+		goto fail;
+	if (ifname == NULL) {
+		rc = conn_local_addr(b);
+		if (rc < 0)
+			goto fail;
+	}
+	xpi_log(XPI_LOG_INFO, "rank %d of %d: job formed (launcher %s, rendezvous %s from %s)",
+		b->rank, b->size, e.launcher, e.addr, e.addr_var);
+	*out = b;
+	return 0;
+fail:
+	xpi_boot_destroy(b);
+	return rc;
+}
+
+int xpi_boot_rank(const struct xpi_boot *b)
+{
+	return b->rank;
+}
+
+int xpi_boot_size(const struct xpi_boot *b)
+{
+	return b->size;
+}
+
+int xpi_boot_timeout_ms(const struct xpi_boot *b)
+{
+	return b->timeout_ms;
+}
+
+const uint8_t *xpi_boot_key(const struct xpi_boot *b)
+{
+	return b->key;
+}
+
+int xpi_boot_local_addr(const struct xpi_boot *b, struct sockaddr_storage *out, socklen_t *len)
+{
+	*out = b->local;
+	*len = b->local_len;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Control operations                                                     */
+
+struct hdr {
+	uint16_t op, code;
+	uint32_t seq;
+	uint64_t len;
+};
+
+static void hdr_write(uint8_t *p, uint16_t op, uint16_t code, uint32_t seq, uint64_t len)
+{
+	p[0] = (uint8_t)(op >> 8);
+	p[1] = (uint8_t)op;
+	p[2] = (uint8_t)(code >> 8);
+	p[3] = (uint8_t)code;
+	for (int i = 0; i < 4; i++)
+		p[4 + i] = (uint8_t)(seq >> (24 - 8 * i));
+	for (int i = 0; i < 8; i++)
+		p[8 + i] = (uint8_t)(len >> (56 - 8 * i));
+}
+
+static void hdr_parse(const uint8_t *p, struct hdr *h)
+{
+	h->op = (uint16_t)((p[0] << 8) | p[1]);
+	h->code = (uint16_t)((p[2] << 8) | p[3]);
+	h->seq = 0;
+	for (int i = 0; i < 4; i++)
+		h->seq = (h->seq << 8) | p[4 + i];
+	h->len = 0;
+	for (int i = 0; i < 8; i++)
+		h->len = (h->len << 8) | p[8 + i];
+}
+
+/* Remembers the failure: every later operation returns it at once. */
+static int set_broken(struct xpi_boot *b, int rc)
+{
+	b->broken = rc;
+	snprintf(b->broken_text, sizeof(b->broken_text), "%s", xp_error_detail());
+	return rc;
+}
+
+/* Rank 0: an operation failed: says so in the log and to every other rank, so they fail now rather than at their
+ * deadline. */
+static int root_abort(struct xpi_boot *b, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int root_abort(struct xpi_boot *b, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	failv(rc, fmt, ap);
+	va_end(ap);
+	const char *text = xp_error_detail();
+	size_t tlen = strlen(text);
+	if (tlen > ABORT_TEXT_MAX)
+		tlen = ABORT_TEXT_MAX;
+	uint8_t hdr[HDR_LEN];
+	hdr_write(hdr, OP_ABORT, (uint16_t)-rc, b->seq, tlen);
+	int64_t deadline = xpi_deadline_in(ABORT_SEND_MS);
+	for (int r = 1; r < b->size; r++) {
+		/* Best effort: a rank that is gone or stuck misses it. The
+		 * culprit gets it too: one that disagreed is still alive. */
+		if (xpi_sock_send_all(b->fds[r], hdr, sizeof(hdr), deadline) == 0)
+			(void)xpi_sock_send_all(b->fds[r], text, tlen, deadline);
+	}
+	return set_broken(b, rc);
+}
+
+static bool has_contributed(const struct xpi_boot *b, int r)
+{
+	/* During an operation, got[r] is set to SIZE_MAX once rank r's
+	 * contribution is complete. */
+	return b->got[r] == SIZE_MAX;
+}
+
+/* Reads what rank @r has sent of its contribution without blocking.
+ * Returns 1 when it is complete, 0 if more is to come, or a negative code
+ * (with @why written for -EPROTO). */
+static int root_read(struct xpi_boot *b, int r, size_t len, uint8_t *dst, char *why, size_t n)
+{
+	size_t total = HDR_LEN + len;
+	while (b->got[r] < total) {
+		size_t g = b->got[r];
+		uint8_t *to = g < HDR_LEN ? b->hdrs[r] + g : dst + (g - HDR_LEN);
+		size_t want = g < HDR_LEN ? HDR_LEN - g : total - g;
+		ssize_t k = recv(b->fds[r], to, want, MSG_DONTWAIT);
+		if (k == 0)
+			return -ECONNRESET;
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return errno == ECONNRESET || errno == EPIPE ? -ECONNRESET : -errno;
+		}
+		b->got[r] += (size_t)k;
+		if (g < HDR_LEN && b->got[r] >= HDR_LEN) {
+			struct hdr h;
+			hdr_parse(b->hdrs[r], &h);
+			if (h.op != OP_GATHER || h.seq != b->seq) {
+				snprintf(
+					why, n,
+					"sent operation %u (kind %u) where rank 0 is in operation %u",
+					(unsigned)h.seq, (unsigned)h.op, (unsigned)b->seq);
+				return -EPROTO;
+			}
+			if (h.len != len) {
+				snprintf(
+					why, n,
+					"contributed %llu bytes to control operation %u where rank 0 "
+					"gave %zu",
+					(unsigned long long)h.len, (unsigned)b->seq, len);
+				return -EPROTO;
+			}
+		}
+	}
+	return 1;
+}
+
+static int root_allgather(struct xpi_boot *b, const void *mine, size_t len, uint8_t *all,
+			  int64_t deadline)
+{
+	if (len > 0)
+		memcpy(all, mine, len);
+	int pending = b->size - 1;
+	for (int r = 1; r < b->size; r++)
+		b->got[r] = 0;
+	while (pending > 0) {
+		int np = 0;
+		for (int r = 1; r < b->size; r++) {
+			if (has_contributed(b, r))
+				continue;
+			b->pfds[np] = (struct pollfd){ .fd = b->fds[r], .events = POLLIN };
+			b->pranks[np++] = r;
+		}
+		int ms = xpi_deadline_left_ms(deadline);
+		int k = ms == 0 ? 0 : poll(b->pfds, (nfds_t)np, ms);
+		if (k < 0 && errno != EINTR)
+			return root_abort(b, -errno, "rank 0: poll failed: %s", errtext(errno));
+		if (k == 0 && xpi_deadline_left_ms(deadline) == 0) {
+			char missing[160];
+			missing_ranks(b, has_contributed, missing, sizeof(missing));
+			return root_abort(
+				b, -ETIMEDOUT,
+				"rank 0: control operation %u timed out after %d ms: rank %s "
+				"did not enter it (stuck, or not running the same sequence "
+				"of bootstrap operations?)",
+				(unsigned)b->seq, b->timeout_ms, missing);
+		}
+		for (int i = 0; i < np && k > 0; i++) {
+			if (b->pfds[i].revents == 0)
+				continue;
+			int r = b->pranks[i];
+			char why[200] = "";
+			uint8_t *dst = len > 0 ? all + (size_t)r * len : NULL;
+			int rc = root_read(b, r, len, dst, why, sizeof(why));
+			if (rc == 1) {
+				b->got[r] = SIZE_MAX;
+				pending--;
+				continue;
+			}
+			char who[XPI_SOCK_ADDRSTRLEN];
+			xpi_sock_peer_str(b->fds[r], who, sizeof(who));
+			if (rc == -ECONNRESET)
+				return root_abort(
+					b, rc,
+					"rank 0: rank %d (%s) closed its control connection "
+					"in operation %u: it has probably died",
+					r, who, (unsigned)b->seq);
+			if (rc == -EPROTO)
+				return root_abort(
+					b, rc,
+					"rank 0: rank %d (%s) %s: the ranks do not run the "
+					"same sequence of bootstrap operations",
+					r, who, why);
+			if (rc < 0)
+				return root_abort(b, rc, "rank 0: reading from rank %d (%s): %s", r,
+						  who, errtext(rc));
+		}
+	}
+	uint8_t hdr[HDR_LEN];
+	size_t tlen = (size_t)b->size * len;
+	hdr_write(hdr, OP_TABLE, 0, b->seq, tlen);
+	for (int r = 1; r < b->size; r++) {
+		int rc = xpi_sock_send_all(b->fds[r], hdr, sizeof(hdr), deadline);
+		if (rc == 0 && tlen > 0)
+			rc = xpi_sock_send_all(b->fds[r], all, tlen, deadline);
+		if (rc < 0)
+			return root_abort(b, rc,
+					  "rank 0: sending operation %u's result to rank %d: %s",
+					  (unsigned)b->seq, r,
+					  rc == -ECONNRESET ? "it has died" : errtext(rc));
+	}
+	return 0;
+}
+
+static int leaf_failed(struct xpi_boot *b, int rc, const char *step)
+{
+	if (rc == -ECONNRESET)
+		fail(rc,
+		     "rank %d: lost the control connection to rank 0 (%s) %s operation %u: rank 0 "
+		     "has probably died",
+		     b->rank, b->addr, step, (unsigned)b->seq);
+	else if (rc == -ETIMEDOUT)
+		fail(rc,
+		     "rank %d: rank 0 (%s) did not complete control operation %u within %d ms: "
+		     "some rank is late or stuck (rank 0's log names it)",
+		     b->rank, b->addr, (unsigned)b->seq, b->timeout_ms);
+	else
+		fail(rc, "rank %d: control connection to rank 0 (%s) %s operation %u: %s", b->rank,
+		     b->addr, step, (unsigned)b->seq, errtext(rc));
+	return set_broken(b, rc);
+}
+
+static int leaf_allgather(struct xpi_boot *b, const void *mine, size_t len, uint8_t *all,
+			  int64_t deadline)
+{
+	uint8_t hdr[HDR_LEN];
+	hdr_write(hdr, OP_GATHER, 0, b->seq, len);
+	int rc = xpi_sock_send_all(b->root_fd, hdr, sizeof(hdr), deadline);
+	if (rc == 0 && len > 0)
+		rc = xpi_sock_send_all(b->root_fd, mine, len, deadline);
+	/* A send to a dead rank 0 may still succeed (or fail with a reset):
+	 * either way the receive below tells. */
+	if (rc < 0 && rc != -ECONNRESET)
+		return leaf_failed(b, rc, "sending to it in");
+	rc = xpi_sock_recv_all(b->root_fd, hdr, sizeof(hdr), deadline);
+	if (rc < 0)
+		return leaf_failed(b, rc, "waiting for the result of");
+	struct hdr h;
+	hdr_parse(hdr, &h);
+	if (h.op == OP_ABORT) {
+		char text[ABORT_TEXT_MAX + 1];
+		if (h.len > ABORT_TEXT_MAX || h.code == 0 || h.code > 4095)
+			return leaf_failed(b, -EPROTO, "reading an abort in");
+		rc = xpi_sock_recv_all(b->root_fd, text, (size_t)h.len, deadline);
+		if (rc < 0)
+			return leaf_failed(b, rc, "reading an abort in");
+		text[h.len] = '\0';
+		fail(-(int)h.code, "rank %d: rank 0 stopped the job in control operation %u: %s",
+		     b->rank, (unsigned)b->seq, text);
+		return set_broken(b, -(int)h.code);
+	}
+	if (h.op != OP_TABLE || h.seq != b->seq || h.len != (uint64_t)b->size * len)
+		return leaf_failed(b, -EPROTO,
+				   "got a malformed result (kind, sequence or length) in");
+	if (h.len > 0) {
+		rc = xpi_sock_recv_all(b->root_fd, all, (size_t)h.len, deadline);
+		if (rc < 0)
+			return leaf_failed(b, rc, "reading the result of");
+	}
+	return 0;
+}
+
+int xpi_boot_allgather(struct xpi_boot *b, const void *mine, size_t len, void *all)
+{
+	if (b == NULL || (len > 0 && (mine == NULL || all == NULL)) ||
+	    len > SIZE_MAX / (size_t)b->size)
+		return -EINVAL;
+	if (b->broken != 0) {
+		xpi_set_thread_detail(b->broken_text);
+		return b->broken;
+	}
+	b->seq++;
+	int64_t deadline = xpi_deadline_in(b->timeout_ms);
+	if (b->rank == 0)
+		return root_allgather(b, mine, len, all, deadline);
+	return leaf_allgather(b, mine, len, all, deadline);
+}
+
+int xpi_boot_barrier(struct xpi_boot *b)
+{
+	return xpi_boot_allgather(b, NULL, 0, NULL);
+}
+
+void xpi_boot_destroy(struct xpi_boot *b)
+{
+	if (b == NULL)
+		return;
+	if (b->root_fd >= 0)
+		close(b->root_fd);
+	if (b->fds != NULL)
+		for (int r = 1; r < b->size; r++)
+			if (b->fds[r] >= 0)
+				close(b->fds[r]);
+	free(b->fds);
+	free(b->got);
+	free(b->hdrs);
+	free(b->pfds);
+	free(b->pranks);
+	free(b);
+}

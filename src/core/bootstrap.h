@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The job bootstrap: forms a job of processes from the launcher's
+ * environment and keeps a control channel between them (a star around rank
+ * 0) for exchanging addresses and for barriers. The control channel is for
+ * setting up and tearing down, never for data: transports build their own
+ * connections from what xpi_boot_allgather() exchanged.
+ *
+ * Environment, first launcher whose size variable is set wins:
+ *
+ *   launcher   rank / size                                rendezvous address
+ *   xport      XP_RANK / XP_SIZE                          XP_ADDR
+ *   torchrun   RANK / WORLD_SIZE                          XP_ADDR, or MASTER_ADDR and MASTER_PORT
+ *   Slurm      SLURM_PROCID / SLURM_NTASKS                likewise
+ *   Open MPI   OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE  likewise
+ *
+ * XP_ADDR is "host:port" or "[ipv6]:port": where rank 0 listens and every
+ * other rank connects. Rank 0 binds exactly that address when the host is
+ * an address literal, and the wildcard address of its family on that port
+ * when it is a name (a name may resolve to a loopback address on rank 0's
+ * own host, as Debian's 127.0.1.1 does). Under torchrun its agent may
+ * itself listen on MASTER_PORT; set XP_ADDR then.
+ *
+ *   XP_JOB_KEY           the job key (auth.h); unset: a warning, and the key
+ *                        of the empty string, so jobs that set different
+ *                        keys still refuse each other
+ *   XP_BOOT_TIMEOUT_MS   bound on forming the job and on each control
+ *                        operation (default: the timeout_ms argument)
+ *   XP_SOCKET_IFNAME     the interface whose address a rank publishes for
+ *                        its listeners (xpi_boot_local_addr); default: the
+ *                        local address of its connection to rank 0
+ *   XP_BOOT_LISTEN_FD    rank 0 only: a socket the launcher already bound to
+ *                        XP_ADDR's port (and may have set listening), used
+ *                        instead of binding one. A launcher that holds the
+ *                        port from before it starts the ranks has no race
+ *                        for a free port and lets ranks connect before rank
+ *                        0 runs (xprun does this). The bootstrap takes it
+ *                        over and closes it once the job has formed.
+ *
+ * Forming the job: rank 0 accepts size - 1 connections and runs the job-key
+ * handshake (xpi_auth_handshake) on each. A connection that fails it is
+ * logged and closed and takes no rank's place; a second connection for a
+ * rank that has already joined is refused the same way. Every other rank
+ * connects to rank 0, retrying while rank 0 is not listening yet, and runs
+ * the handshake. Everything is bounded by the timeout.
+ *
+ * Control messages (after the handshake), big-endian: a 16-byte header
+ *   op (2: 1 contribution, 2 table, 3 abort), code (2: errno of an abort),
+ *   sequence number of the operation (4), payload length (8)
+ * and the payload. If an operation fails at rank 0 (a rank died, was late,
+ * or disagreed on the length or sequence), rank 0 sends an abort naming the
+ * cause to every other rank, so they fail at once instead of waiting out
+ * the timeout.
+ *
+ * A boot object is used by one thread at a time. Functions return 0 or a
+ * negative errno; every failure is logged and becomes the thread's error
+ * detail (xp_error_detail), naming this rank, the peer rank and address.
+ */
+#ifndef XPI_BOOTSTRAP_H
+#define XPI_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct xpi_boot;
+
+/* xpi_boot_create() found no launcher variables, or a job of one rank. */
+#define XPI_BOOT_SINGLETON 1
+
+/*
+ * Forms this process's job from the environment. Blocks until the job has
+ * formed (every rank joined rank 0), at most @timeout_ms (> 0; overridden
+ * by XP_BOOT_TIMEOUT_MS).
+ *
+ * Returns 0 and *@out (the caller's; xpi_boot_destroy), or
+ * XPI_BOOT_SINGLETON with *@out untouched: no launcher variables, or a size
+ * of 1; the caller runs a job of one rank without networking. Or:
+ *   -EINVAL      a malformed or missing variable (the log names it)
+ *   -EACCES      rank 0 and this rank have different job keys ("wrong job
+ *                key"); rank 0 itself never fails for this, it refuses
+ *                the connection and waits for the right process
+ *   -EPROTO      rank 0 (or whoever listens there) is not of this job:
+ *                another job size, protocol version, or a duplicate rank
+ *   -ETIMEDOUT   rank 0 not reached, or (rank 0) ranks missing, in time;
+ *                the message names the address and the missing ranks
+ *   -ECONNRESET  rank 0 closed the connection while this rank joined
+ *   -EADDRINUSE, -EADDRNOTAVAIL  rank 0 cannot listen on the address
+ *   -ENODEV      XP_SOCKET_IFNAME names no interface with an address
+ *   -ENOMEM
+ */
+int xpi_boot_create(int timeout_ms, struct xpi_boot **out);
+
+int xpi_boot_rank(const struct xpi_boot *b);
+int xpi_boot_size(const struct xpi_boot *b);
+/* The timeout the object applies to each operation, in ms. */
+int xpi_boot_timeout_ms(const struct xpi_boot *b);
+/* The 16-byte job key, for the transports' own handshakes. Owned by @b. */
+const uint8_t *xpi_boot_key(const struct xpi_boot *b);
+
+/*
+ * The address this rank should publish for its listeners, port 0: that of
+ * XP_SOCKET_IFNAME (its first IPv4 address, else a global IPv6 address,
+ * else a link-local one), or the local address of the connection to rank 0
+ * (for rank 0, of its first accepted connection), which is an address the
+ * other ranks can route to. Writes *@out and *@len. Returns 0. Never blocks.
+ */
+int xpi_boot_local_addr(const struct xpi_boot *b, struct sockaddr_storage *out, socklen_t *len);
+
+/*
+ * Gathers @len bytes from every rank into @all (size * @len bytes, in rank
+ * order, the caller's) on every rank. Every rank must call it with the same
+ * @len, in the same sequence of control operations. Blocks at most the
+ * timeout. @mine and @all may be NULL when @len is 0.
+ * Returns 0, -EINVAL, -ETIMEDOUT (names the late ranks), -ECONNRESET (rank
+ * 0, or at rank 0 the named rank, died), -EPROTO (ranks disagree on @len or
+ * on the sequence), or the code rank 0 aborted with. After a failure the
+ * object is broken: every later operation returns the same code at once.
+ */
+int xpi_boot_allgather(struct xpi_boot *b, const void *mine, size_t len, void *all);
+
+/* Returns when every rank has entered it: an allgather of nothing. */
+int xpi_boot_barrier(struct xpi_boot *b);
+
+/* Closes the control connections and frees @b. NULL is ignored. Ranks still
+ * in or entering an operation with this one fail with -ECONNRESET. */
+void xpi_boot_destroy(struct xpi_boot *b);
+
+#endif

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+
+#include "wire.h"
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+void xpi_frame_pack(const struct xpi_frame *f, uint8_t out[XPI_FRAME_HDR_LEN])
+{
+	put16(out + 0, XPI_WIRE_MAGIC);
+	out[2] = XPI_WIRE_VERSION;
+	out[3] = f->type;
+	put16(out + 4, f->flags);
+	put16(out + 6, 0);
+	put32(out + 8, f->payload_len);
+	put32(out + 12, f->comm);
+	put64(out + 16, f->tag);
+	put32(out + 24, f->peer_seq);
+	put32(out + 28, 0);
+	put64(out + 32, f->msg_len);
+	put64(out + 40, f->id);
+	put64(out + 48, f->credit);
+}
+
+int xpi_frame_parse(const uint8_t *buf, size_t len, uint32_t max_eager, struct xpi_frame *out,
+		    const char **why)
+{
+	const char *dummy;
+	if (why == NULL)
+		why = &dummy;
+	if (len < XPI_FRAME_HDR_LEN)
+		return -EAGAIN;
+	if (get16(buf) != XPI_WIRE_MAGIC) {
+		*why = "bad magic: not an xport frame";
+		return -EPROTO;
+	}
+	if (buf[2] != XPI_WIRE_VERSION) {
+		*why = "unsupported frame version";
+		return -EPROTO;
+	}
+	if (get16(buf + 6) != 0 || get32(buf + 28) != 0) {
+		*why = "reserved header bytes are not zero";
+		return -EPROTO;
+	}
+	struct xpi_frame f = {
+		.type = buf[3],
+		.flags = get16(buf + 4),
+		.payload_len = get32(buf + 8),
+		.comm = get32(buf + 12),
+		.tag = get64(buf + 16),
+		.peer_seq = get32(buf + 24),
+		.msg_len = get64(buf + 32),
+		.id = get64(buf + 40),
+		.credit = get64(buf + 48),
+	};
+	switch (f.type) {
+	case XPI_FRAME_EAGER:
+		if (f.payload_len > max_eager) {
+			*why = "eager payload longer than the eager limit";
+			return -EPROTO;
+		}
+		if (f.msg_len != f.payload_len) {
+			*why = "eager message length differs from its payload length";
+			return -EPROTO;
+		}
+		break;
+	case XPI_FRAME_RTS:
+	case XPI_FRAME_CTS:
+	case XPI_FRAME_DATA:
+	case XPI_FRAME_CREDIT:
+	case XPI_FRAME_BYE:
+		if (f.payload_len != 0) {
+			*why = "payload on a frame type that carries none";
+			return -EPROTO;
+		}
+		break;
+	default:
+		*why = "unknown frame type";
+		return -EPROTO;
+	}
+	if ((f.flags & ~XPI_FRAME_F_WITHDRAWN) != 0 || (f.flags != 0 && f.type != XPI_FRAME_DATA)) {
+		*why = "unknown frame flags";
+		return -EPROTO;
+	}
+	*out = f;
+	return 0;
+}

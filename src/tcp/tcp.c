@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+/* The io_uring TCP transport: its ops, progress, and losing a peer. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../core/log.h"
+#include "tcp.h"
+#include "tcp_setup.h"
+
+void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
+{
+	if (c->dead)
+		return;
+	c->dead = true;
+	xp_context_t *ctx = c->tcp->ctx;
+	/* Wakes the kernel's pending operations on both sockets; their
+	 * completions come back with errors and are ignored. */
+	shutdown(c->fd_ctl, SHUT_RDWR);
+	shutdown(c->fd_bulk, SHUT_RDWR);
+	xpi_engine_peer_failed(ctx, c->peer, err, why);
+	struct xpi_dlink *l;
+	while ((l = xpi_dlist_pop_head(&c->rts_out)) != NULL) {
+		xp_request_t *s = xpi_container_of(l, xp_request_t, tl_link);
+		if (atomic_load(&s->rndv_state) != XPI_RNDV_WITHDRAWN)
+			xpi_engine_fail_request(ctx, s, c->peer);
+		xpi_request_put(s);
+	}
+	while ((l = xpi_dlist_pop_head(&c->bulk_tx)) != NULL) {
+		xp_request_t *s = xpi_container_of(l, xp_request_t, tl_link);
+		if (atomic_load(&s->rndv_state) != XPI_RNDV_WITHDRAWN)
+			xpi_engine_fail_request(ctx, s, c->peer);
+		xpi_request_put(s);
+	}
+	while ((l = xpi_dlist_pop_head(&c->bulk_rx)) != NULL) {
+		struct tcp_bulk_rx *x = xpi_container_of(l, struct tcp_bulk_rx, link);
+		xpi_engine_fail_request(ctx, x->rreq, c->peer);
+		free(x);
+	}
+}
+
+static struct tcp_conn *conn_of(struct xpi_tcp *t, int peer)
+{
+	return &t->conns[peer];
+}
+
+static int tcp_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, const void *data)
+{
+	struct xpi_tcp *t = tlp;
+	struct tcp_conn *c = conn_of(t, peer);
+	if (c->dead)
+		return -ECONNRESET;
+	uint64_t cost = xpi_eager_cost(h->len);
+	if (h->len > t->max_eager || c->eager_sent + cost - c->peer_credit > t->credit_per_peer)
+		return -ENOBUFS; /* no credit with the receiver: rendezvous */
+	struct xpi_frame f = {
+		.type = XPI_FRAME_EAGER,
+		.payload_len = (uint32_t)h->len,
+		.comm = h->comm,
+		.tag = h->tag,
+		.peer_seq = h->peer_seq,
+		.msg_len = h->len,
+	};
+	int rc = tcp_ctl_queue(c, &f, data);
+	if (rc < 0)
+		return rc;
+	c->eager_sent += cost;
+	tcp_ctl_flush(c);
+	io_uring_submit(&t->ring);
+	return 0;
+}
+
+static int tcp_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
+			const struct xpi_reg *reg)
+{
+	(void)reg; /* TCP reads the buffer through the kernel: no key needed */
+	struct xpi_tcp *t = tlp;
+	struct tcp_conn *c = conn_of(t, peer);
+	if (c->dead)
+		return -ECONNRESET;
+	struct xpi_frame f = {
+		.type = XPI_FRAME_RTS,
+		.comm = h->comm,
+		.tag = h->tag,
+		.peer_seq = h->peer_seq,
+		.msg_len = h->len,
+		.id = c->next_id,
+	};
+	int rc = tcp_ctl_queue(c, &f, NULL);
+	if (rc < 0)
+		return rc;
+	sreq->tl_id = c->next_id++;
+	xpi_request_get(sreq); /* until its payload went out or it was withdrawn */
+	xpi_dlist_push_tail(&c->rts_out, &sreq->tl_link);
+	tcp_ctl_flush(c);
+	io_uring_submit(&t->ring);
+	return 0;
+}
+
+/* A send that timed out can be taken back until the receiver asked for it;
+ * if it asks later, it is told the message was withdrawn. */
+static int tcp_send_cancel(void *tlp, xp_request_t *sreq)
+{
+	(void)tlp;
+	struct xpi_dlink *pos;
+	struct tcp_conn *c = conn_of(tlp, sreq->peer);
+	xpi_dlist_for_each(pos, &c->rts_out) {
+		if (pos == &sreq->tl_link) {
+			atomic_store(&sreq->rndv_state, XPI_RNDV_WITHDRAWN);
+			return 0;
+		}
+	}
+	return -EBUSY;
+}
+
+static int tcp_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq)
+{
+	struct xpi_tcp *t = tlp;
+	struct tcp_conn *c = conn_of(t, msg->u.key.src);
+	if (c->dead)
+		return c->tcp->ctx->peers[c->peer].failed;
+	struct tcp_bulk_rx *x = malloc(sizeof(*x));
+	if (x == NULL)
+		return -ENOMEM;
+	*x = (struct tcp_bulk_rx){
+		.rreq = rreq,
+		.dst = dst,
+		.cap = cap,
+		.len = msg->len,
+		.id = (uint64_t)(uintptr_t)msg->rndv,
+	};
+	struct xpi_frame f = { .type = XPI_FRAME_CTS, .comm = msg->u.key.comm, .id = x->id };
+	if (tcp_ctl_queue(c, &f, NULL) < 0) {
+		free(x);
+		return -ENOBUFS; /* control queue full; fails this receive */
+	}
+	xpi_dlist_push_tail(&c->bulk_rx, &x->link);
+	tcp_ctl_flush(c);
+	tcp_bulk_arm(c);
+	io_uring_submit(&t->ring);
+	return 1; /* tcp_bulk_received() finishes it */
+}
+
+static void tcp_msg_release(void *tlp, struct xpi_msg *msg)
+{
+	(void)tlp;
+	(void)msg; /* an announced message holds nothing here */
+}
+
+static void handle_cqe(struct xpi_tcp *t, const struct io_uring_cqe *cqe)
+{
+	uint64_t ud = cqe->user_data;
+	enum tcp_op op = (enum tcp_op)(ud >> 56);
+	int peer = (int)(uint32_t)(ud >> 32 & 0xffffff);
+	uint32_t gen = (uint32_t)ud;
+	if (op == TCP_OP_CANCEL || peer >= t->nconn)
+		return;
+	struct tcp_conn *c = conn_of(t, peer);
+	if (c->gen != gen)
+		return;
+	if (!(op == TCP_OP_RECV_CTL && (cqe->flags & IORING_CQE_F_MORE)))
+		c->inflight--;
+	switch (op) {
+	case TCP_OP_RECV_CTL:
+		if (c->dead && (cqe->flags & IORING_CQE_F_BUFFER)) {
+			/* Data that raced with the close: give the buffer back. */
+			unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
+			if (bid < XPI_TCP_BR_ENTRIES && t->br_bufs[bid] != NULL) {
+				xpi_buf_put(t->br_bufs[bid]);
+				t->br_bufs[bid] = NULL;
+				t->br_empty++;
+			}
+			return;
+		}
+		tcp_ctl_received(c, cqe->res, cqe->flags);
+		break;
+	case TCP_OP_SEND_CTL:
+		if (!c->dead)
+			tcp_ctl_sent(c, cqe->res);
+		break;
+	case TCP_OP_RECV_BULK:
+		if (!c->dead)
+			tcp_bulk_received(c, cqe->res);
+		break;
+	case TCP_OP_SEND_BULK:
+		if (!c->dead)
+			tcp_bulk_sent(c, cqe->res);
+		break;
+	default:
+		break;
+	}
+}
+
+/* Gives back eager credit the engine has freed, when the peer would
+ * otherwise wait for it: a quarter of its window unreported. */
+static void return_credit(struct xpi_tcp *t)
+{
+	if (t->ctx->eager_returned_total == t->credit_seen)
+		return; /* nothing consumed since the last look */
+	t->credit_seen = t->ctx->eager_returned_total;
+	for (int p = 0; p < t->nconn; p++) {
+		struct tcp_conn *c = conn_of(t, p);
+		if (c->fd_ctl < 0 || c->dead)
+			continue;
+		uint64_t owed = t->ctx->peers[p].eager_returned - c->credit_told;
+		if (owed > t->credit_per_peer / 4) {
+			struct xpi_frame f = { .type = XPI_FRAME_CREDIT };
+			if (tcp_ctl_queue(c, &f, NULL) == 0)
+				tcp_ctl_flush(c);
+		}
+	}
+}
+
+/* Re-arms receives that stopped because every provided buffer was lent
+ * out, once some came back. */
+static void rearm(struct xpi_tcp *t)
+{
+	t->need_arm = false;
+	for (int p = 0; p < t->nconn; p++) {
+		struct tcp_conn *c = conn_of(t, p);
+		if (c->fd_ctl >= 0 && !c->dead && !c->recv_armed) {
+			if (t->br_empty == XPI_TCP_BR_ENTRIES)
+				t->need_arm = true;
+			else
+				tcp_ctl_arm(c);
+		}
+	}
+}
+
+static int tcp_progress(void *tlp)
+{
+	struct xpi_tcp *t = tlp;
+	struct io_uring_cqe *cqe;
+	int n = 0;
+
+	/* With TASKRUN_FLAG the kernel says when completions wait to be run:
+	 * only then is a system call needed. */
+	if (io_uring_sq_ready(&t->ring) != 0 ||
+	    (IO_URING_READ_ONCE(*t->ring.sq.kflags) & IORING_SQ_TASKRUN) ||
+	    !(t->ring_flags & IORING_SETUP_TASKRUN_FLAG))
+		io_uring_submit_and_get_events(&t->ring);
+	while (io_uring_peek_cqe(&t->ring, &cqe) == 0) {
+		handle_cqe(t, cqe);
+		io_uring_cqe_seen(&t->ring, cqe);
+		n++;
+	}
+	return_credit(t);
+	if (io_uring_sq_ready(&t->ring) != 0)
+		io_uring_submit(&t->ring);
+	tcp_br_refill(t);
+	if (t->need_arm)
+		rearm(t);
+	return n;
+}
+
+static void tcp_block(void *tlp, int64_t timeout_ns)
+{
+	struct xpi_tcp *t = tlp;
+	struct io_uring_cqe *cqe;
+	struct __kernel_timespec ts = { .tv_sec = timeout_ns / 1000000000,
+					.tv_nsec = timeout_ns % 1000000000 };
+	io_uring_submit(&t->ring);
+	(void)io_uring_wait_cqe_timeout(&t->ring, &cqe, &ts); /* progress takes it */
+}
+
+static void tcp_destroy(void *tlp)
+{
+	tcp_setup_destroy(tlp);
+}
+
+const struct xpi_tl_ops xpi_tcp_ops = {
+	.name = "tcp",
+	.rndv_threshold = 32768,
+	.mem_reg = xpi_tl_mem_reg_none,
+	.mem_dereg = xpi_tl_mem_dereg_none,
+	.send_eager = tcp_send_eager,
+	.send_rts = tcp_send_rts,
+	.send_cancel = tcp_send_cancel,
+	.rndv_fetch = tcp_rndv_fetch,
+	.msg_release = tcp_msg_release,
+	.progress = tcp_progress,
+	.block = tcp_block,
+	.destroy = tcp_destroy,
+};

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The io_uring TCP transport: internal structures shared by its files.
+ *
+ * One io_uring per rank, driven by the owner of the rank's engine. Two
+ * connections per peer, set up once at start:
+ *  - the control channel carries framed messages (wire.h): eager messages,
+ *    rendezvous announcements (RTS), clear-to-send (CTS), credit returns.
+ *    It is read with one multishot recv into buffers the kernel picks from
+ *    a provided-buffer ring filled from the rank's registered pool; an
+ *    eager payload that lies within one such buffer reaches the engine as
+ *    a view of it, with no copy.
+ *  - the bulk channel carries rendezvous payloads. The receiver asks for
+ *    them (CTS) in the order it posts targeted recvs, so each payload is
+ *    read straight into the receive buffer the user posted.
+ * Sends on a channel are serialized (one in flight) and coalesced: frames
+ * queued meanwhile go out together in the next send.
+ */
+#ifndef XPI_TCP_H
+#define XPI_TCP_H
+
+#include <liburing.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../core/compiler.h"
+#include "../core/dlist.h"
+#include "../core/engine.h"
+#include "../core/wire.h"
+
+/* The largest eager payload a frame may carry (a receiver refuses more):
+ * programs may raise the rendezvous threshold up to this. */
+#define XPI_TCP_MAX_EAGER (1u << 20)
+#define XPI_TCP_TX_CAP (512u << 10)
+#define XPI_TCP_BR_ENTRIES 128u
+#define XPI_TCP_BGID 7
+
+enum tcp_op {
+	TCP_OP_RECV_CTL = 1,
+	TCP_OP_SEND_CTL,
+	TCP_OP_RECV_BULK,
+	TCP_OP_SEND_BULK,
+	TCP_OP_CANCEL,
+};
+
+/* A rendezvous payload the receiver expects on the bulk channel. */
+struct tcp_bulk_rx {
+	struct xpi_dlink link;
+	xp_request_t *rreq;
+	uint8_t *dst;
+	uint64_t cap; /* bytes that go to dst; the rest is read and dropped */
+	uint64_t len;
+	uint64_t id;
+};
+
+struct tcp_conn {
+	struct xpi_tcp *tcp;
+	int peer;
+	int fd_ctl, fd_bulk;
+	uint32_t gen; /* tags this connection's completions */
+	bool dead;
+	bool bye;     /* the peer said goodbye: its EOF is no error */
+	int inflight; /* operations the kernel still holds */
+
+	/* Control channel, sending: bytes [tx_head, tx_tail) of tx_buf are
+	 * queued; tx_busy bytes from tx_head are in the kernel's hands. */
+	uint8_t *tx_buf;
+	size_t tx_head, tx_tail, tx_busy;
+	uint64_t eager_sent;      /* eager cost sent to the peer */
+	uint64_t peer_credit;     /* the peer's last word on what it consumed */
+	uint64_t credit_told;     /* what we last told the peer we consumed */
+	uint64_t next_id;         /* rendezvous ids of our sends */
+	struct xpi_dlink rts_out; /* our sends announced and not yet asked for */
+
+	/* Control channel, receiving. */
+	bool recv_armed;
+	uint8_t hdr[XPI_FRAME_HDR_LEN];
+	size_t hdr_have;
+	struct xpi_frame frame; /* the frame whose payload is being read */
+	bool in_payload;
+	uint8_t *asm_buf; /* a payload that spans received chunks */
+	size_t asm_have;
+
+	/* Bulk channel, sending: sends whose payload the peer asked for. */
+	struct xpi_dlink bulk_tx;
+	bool bulk_tx_busy;
+	uint8_t bulk_tx_hdr[XPI_FRAME_HDR_LEN];
+	uint64_t bulk_tx_off; /* bytes of header + payload sent */
+	struct iovec bulk_iov[2];
+	struct msghdr bulk_msg;
+
+	/* Bulk channel, receiving. */
+	struct xpi_dlink bulk_rx;
+	bool bulk_rx_busy;
+	uint8_t bulk_rx_hdr[XPI_FRAME_HDR_LEN];
+	uint64_t bulk_rx_off; /* bytes of header + payload read */
+};
+
+struct xpi_tcp {
+	xp_context_t *ctx;
+	int tl_index;
+	struct io_uring ring;
+	unsigned ring_flags;
+	bool ring_ok;
+	int nconn;
+	struct tcp_conn *conns; /* by rank; conns[rank of this process] unused */
+	int listen_fd;
+	uint64_t credit_per_peer;
+	uint64_t credit_seen; /* ctx->eager_returned_total at the last credit check */
+	uint32_t max_eager;
+	bool zc; /* IORING_OP_SEND_ZC for bulk payloads */
+
+	/* Provided buffers for the control channels' multishot recvs. */
+	struct io_uring_buf_ring *br;
+	size_t br_len;
+	struct xp_buf *br_bufs[XPI_TCP_BR_ENTRIES]; /* by buffer id; NULL: empty */
+	unsigned br_empty;                          /* ids waiting for a buffer */
+	bool need_arm;                              /* a control recv stopped for want of buffers */
+	uint8_t *drop;                              /* bytes read to be dropped */
+};
+
+/* tcp_uring.c */
+int tcp_ring_init(struct xpi_tcp *t, unsigned entries);
+void tcp_ring_fini(struct xpi_tcp *t);
+struct io_uring_sqe *tcp_sqe(struct xpi_tcp *t);
+uint64_t tcp_udata(enum tcp_op op, const struct tcp_conn *c);
+int tcp_br_init(struct xpi_tcp *t);
+void tcp_br_refill(struct xpi_tcp *t);
+void tcp_br_fini(struct xpi_tcp *t);
+
+/* tcp_tx.c */
+int tcp_ctl_queue(struct tcp_conn *c, const struct xpi_frame *f, const void *payload);
+void tcp_ctl_flush(struct tcp_conn *c);
+void tcp_ctl_sent(struct tcp_conn *c, int res);
+void tcp_bulk_start(struct tcp_conn *c);
+void tcp_bulk_sent(struct tcp_conn *c, int res);
+
+/* tcp_rx.c */
+void tcp_ctl_arm(struct tcp_conn *c);
+void tcp_ctl_received(struct tcp_conn *c, int res, unsigned flags);
+void tcp_bulk_arm(struct tcp_conn *c);
+void tcp_bulk_received(struct tcp_conn *c, int res);
+
+/* tcp.c */
+void tcp_conn_fail(struct tcp_conn *c, int err, const char *why);
+
+#endif

@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: MIT */
+/* The TCP transport's receiving side: parsing the control stream out of the
+ * buffers the kernel filled, and reading rendezvous payloads straight into
+ * receive buffers. Every field that came from the wire is checked first. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/log.h"
+#include "tcp.h"
+
+/* Arms the multishot recv of the control channel. */
+void tcp_ctl_arm(struct tcp_conn *c)
+{
+	if (c->dead || c->recv_armed)
+		return;
+	struct io_uring_sqe *sqe = tcp_sqe(c->tcp);
+	if (sqe == NULL)
+		return;
+	io_uring_prep_recv_multishot(sqe, c->fd_ctl, NULL, 0, 0);
+	sqe->flags |= IOSQE_BUFFER_SELECT;
+	sqe->buf_group = XPI_TCP_BGID;
+	io_uring_sqe_set_data64(sqe, tcp_udata(TCP_OP_RECV_CTL, c));
+	c->recv_armed = true;
+	c->inflight++;
+}
+
+static void protocol_error(struct tcp_conn *c, const char *why)
+{
+	char text[160];
+	snprintf(text, sizeof(text), "sent a malformed frame (%s); its connection was closed", why);
+	tcp_conn_fail(c, -EPROTO, text);
+}
+
+static void deliver(struct tcp_conn *c, const struct xpi_frame *f, uint8_t kind, const void *data,
+		    struct xp_buf *buf, uint64_t id)
+{
+	struct xpi_msg m;
+	m.u.key.comm = f->comm;
+	m.u.key.src = c->peer;
+	m.u.key.tag = f->tag;
+	m.u.key.mask = 0;
+	m.kind = kind;
+	m.tl = (uint8_t)c->tcp->tl_index;
+	m.sized = false;
+	m.peer_seq = f->peer_seq;
+	m.len = f->msg_len;
+	m.data = data;
+	m.buf = buf;
+	m.rndv = (void *)(uintptr_t)id;
+	xpi_engine_deliver(c->tcp->ctx, &m);
+}
+
+/* The peer asked for the payload of our send @id: queue it on the bulk channel. */
+static void got_cts(struct tcp_conn *c, uint64_t id)
+{
+	struct xpi_dlink *pos;
+	xpi_dlist_for_each(pos, &c->rts_out) {
+		xp_request_t *s = xpi_container_of(pos, xp_request_t, tl_link);
+		if (s->tl_id != id)
+			continue;
+		xpi_dlist_remove(&s->tl_link);
+		xpi_dlist_push_tail(&c->bulk_tx, &s->tl_link);
+		tcp_bulk_start(c);
+		return;
+	}
+	protocol_error(c, "clear-to-send for a send it was never announced");
+}
+
+/* A frame header is complete. Returns false if the connection failed. */
+static bool got_header(struct tcp_conn *c, const struct xpi_frame *f)
+{
+	if (f->credit > c->peer_credit)
+		c->peer_credit = f->credit;
+	switch (f->type) {
+	case XPI_FRAME_EAGER:
+	case XPI_FRAME_RTS:
+		if (!xpi_engine_comm_valid(c->tcp->ctx, f->comm)) {
+			protocol_error(c, "unknown communicator");
+			return false;
+		}
+		if (f->type == XPI_FRAME_RTS)
+			deliver(c, f, XPI_MSG_RTS, NULL, NULL, f->id);
+		else if (f->payload_len == 0)
+			deliver(c, f, XPI_MSG_INLINE, NULL, NULL, 0);
+		else
+			c->in_payload = true;
+		break;
+	case XPI_FRAME_CTS:
+		got_cts(c, f->id);
+		break;
+	case XPI_FRAME_CREDIT:
+		break;
+	case XPI_FRAME_BYE:
+		c->bye = true;
+		break;
+	default: /* DATA belongs on the bulk channel */
+		protocol_error(c, "bulk data on the control channel");
+		return false;
+	}
+	return !c->dead;
+}
+
+/*
+ * Parses @n bytes at @p, part of pooled buffer @chunk. An eager payload
+ * that lies entirely inside the chunk goes to the engine as a view of it
+ * (no copy); one that spans chunks is gathered in asm_buf first.
+ */
+static void parse(struct tcp_conn *c, struct xp_buf *chunk, uint8_t *p, size_t n)
+{
+	while (n != 0 && !c->dead) {
+		if (!c->in_payload) {
+			const uint8_t *h = p;
+			size_t used = XPI_FRAME_HDR_LEN;
+			if (c->hdr_have != 0 || n < XPI_FRAME_HDR_LEN) {
+				size_t k = XPI_FRAME_HDR_LEN - c->hdr_have;
+				if (k > n)
+					k = n;
+				memcpy(c->hdr + c->hdr_have, p, k);
+				c->hdr_have += k;
+				used = k;
+				h = c->hdr;
+				if (c->hdr_have < XPI_FRAME_HDR_LEN)
+					return; /* the rest comes in the next chunk */
+				c->hdr_have = 0;
+			}
+			p += used;
+			n -= used;
+			const char *why;
+			if (xpi_frame_parse(h, XPI_FRAME_HDR_LEN, c->tcp->max_eager, &c->frame,
+					    &why) < 0) {
+				protocol_error(c, why);
+				return;
+			}
+			if (!got_header(c, &c->frame))
+				return;
+			continue;
+		}
+		size_t need = c->frame.payload_len - c->asm_have;
+		if (c->asm_have == 0 && n >= need) {
+			struct xp_buf *view;
+			if (xpi_buf_view(chunk, p, need, &view) == 0)
+				deliver(c, &c->frame, XPI_MSG_BUF, NULL, view, 0);
+			else
+				deliver(c, &c->frame, XPI_MSG_INLINE, p, NULL, 0);
+			p += need;
+			n -= need;
+			c->in_payload = false;
+			continue;
+		}
+		size_t k = n < need ? n : need;
+		memcpy(c->asm_buf + c->asm_have, p, k);
+		c->asm_have += k;
+		p += k;
+		n -= k;
+		if (c->asm_have == c->frame.payload_len) {
+			deliver(c, &c->frame, XPI_MSG_INLINE, c->asm_buf, NULL, 0);
+			c->asm_have = 0;
+			c->in_payload = false;
+		}
+	}
+}
+
+void tcp_ctl_received(struct tcp_conn *c, int res, unsigned flags)
+{
+	struct xpi_tcp *t = c->tcp;
+	if (!(flags & IORING_CQE_F_MORE))
+		c->recv_armed = false; /* re-armed below or by progress */
+	if (res > 0 && (flags & IORING_CQE_F_BUFFER)) {
+		unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
+		struct xp_buf *chunk = bid < XPI_TCP_BR_ENTRIES ? t->br_bufs[bid] : NULL;
+		if (chunk == NULL) {
+			tcp_conn_fail(c, -EPROTO, "got data in a buffer we never provided");
+			return;
+		}
+		t->br_bufs[bid] = NULL;
+		t->br_empty++;
+		if (!c->dead)
+			parse(c, chunk, chunk->data, (size_t)res);
+		xpi_buf_put(chunk); /* views handed to the engine keep it alive */
+		tcp_br_refill(t);
+	} else if (res == -ENOBUFS) {
+		/* Every provided buffer is lent out: re-armed once some return. */
+		t->need_arm = true;
+		return;
+	} else if (res == 0) {
+		tcp_conn_fail(c, -ECONNRESET,
+			      c->bye ? "has finalized" :
+				       "closed its connection (it exited or died)");
+		return;
+	} else if (res < 0 && res != -ECANCELED) {
+		tcp_conn_fail(c, res, "broke its connection");
+		return;
+	}
+	if (!c->recv_armed)
+		tcp_ctl_arm(c);
+}
+
+/* Arms the read of the next rendezvous payload on the bulk channel. */
+void tcp_bulk_arm(struct tcp_conn *c)
+{
+	if (c->dead || c->bulk_rx_busy || xpi_dlist_empty(&c->bulk_rx))
+		return;
+	struct tcp_bulk_rx *x = xpi_container_of(c->bulk_rx.next, struct tcp_bulk_rx, link);
+	uint8_t *dst;
+	size_t len;
+	uint64_t off = c->bulk_rx_off;
+	if (off < XPI_FRAME_HDR_LEN) {
+		dst = c->bulk_rx_hdr + off;
+		len = XPI_FRAME_HDR_LEN - off;
+	} else if ((off -= XPI_FRAME_HDR_LEN) < x->cap) {
+		dst = x->dst + off; /* straight into the user's receive buffer */
+		len = x->cap - off;
+	} else {
+		off -= x->cap; /* a truncated receive: read the rest and drop it */
+		dst = c->tcp->drop;
+		len = x->len - x->cap - off;
+		if (len > XPI_TCP_MAX_EAGER)
+			len = XPI_TCP_MAX_EAGER;
+	}
+	if (len > (1u << 30))
+		len = 1u << 30;
+	struct io_uring_sqe *sqe = tcp_sqe(c->tcp);
+	if (sqe == NULL)
+		return;
+	io_uring_prep_recv(sqe, c->fd_bulk, dst, len, MSG_WAITALL);
+	io_uring_sqe_set_data64(sqe, tcp_udata(TCP_OP_RECV_BULK, c));
+	c->bulk_rx_busy = true;
+	c->inflight++;
+}
+
+void tcp_bulk_received(struct tcp_conn *c, int res)
+{
+	c->bulk_rx_busy = false;
+	if (res == 0) {
+		tcp_conn_fail(c, -ECONNRESET,
+			      c->bye ? "has finalized" :
+				       "closed its connection (it exited or died)");
+		return;
+	}
+	if (res < 0) {
+		if (res != -ECANCELED)
+			tcp_conn_fail(c, res, "broke its bulk connection");
+		return;
+	}
+	struct tcp_bulk_rx *x = xpi_container_of(c->bulk_rx.next, struct tcp_bulk_rx, link);
+	uint64_t before = c->bulk_rx_off;
+	c->bulk_rx_off += (uint64_t)res;
+	if (before < XPI_FRAME_HDR_LEN && c->bulk_rx_off >= XPI_FRAME_HDR_LEN) {
+		struct xpi_frame f;
+		const char *why = "bulk data of another message";
+		if (xpi_frame_parse(c->bulk_rx_hdr, XPI_FRAME_HDR_LEN, 0, &f, &why) < 0 ||
+		    f.type != XPI_FRAME_DATA || f.id != x->id ||
+		    (!(f.flags & XPI_FRAME_F_WITHDRAWN) && f.msg_len != x->len)) {
+			protocol_error(c, why);
+			return;
+		}
+		if (f.flags & XPI_FRAME_F_WITHDRAWN) {
+			/* The sender timed out and took the message back. */
+			xpi_dlist_remove(&x->link);
+			c->bulk_rx_off = 0;
+			xpi_engine_rndv_done(c->tcp->ctx, x->rreq, -ECANCELED);
+			free(x);
+			tcp_bulk_arm(c);
+			return;
+		}
+	}
+	if (c->bulk_rx_off == XPI_FRAME_HDR_LEN + x->len) {
+		xpi_dlist_remove(&x->link);
+		c->bulk_rx_off = 0;
+		xpi_engine_rndv_done(c->tcp->ctx, x->rreq, 0);
+		free(x);
+	}
+	tcp_bulk_arm(c);
+}

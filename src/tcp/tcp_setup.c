@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Setting up and tearing down the TCP transport: a listener on the address
+ * the bootstrap chose, addresses exchanged through the bootstrap, and two
+ * authenticated connections per pair of ranks (the lower rank connects).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../core/auth.h"
+#include "../core/bootstrap.h"
+#include "../core/clock.h"
+#include "../core/log.h"
+#include "../core/sock.h"
+#include "tcp.h"
+#include "tcp_setup.h"
+
+/* What a rank publishes about its TCP listener: version, family, port and
+ * address, in fixed places (network byte order for port and address). */
+#define CARD_LEN 24
+#define CARD_VERSION 1
+enum { CH_CTL = 0, CH_BULK = 1 };
+
+static void card_pack(const struct sockaddr_storage *ss, uint8_t card[CARD_LEN])
+{
+	memset(card, 0, CARD_LEN);
+	card[0] = CARD_VERSION;
+	card[1] = (uint8_t)ss->ss_family;
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)ss;
+		memcpy(card + 2, &a->sin_port, 2);
+		memcpy(card + 4, &a->sin_addr, 4);
+	} else {
+		const struct sockaddr_in6 *a = (const void *)ss;
+		memcpy(card + 2, &a->sin6_port, 2);
+		memcpy(card + 4, &a->sin6_addr, 16);
+	}
+}
+
+static int card_parse(const uint8_t card[CARD_LEN], struct sockaddr_storage *ss, socklen_t *len)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (card[0] != CARD_VERSION)
+		return -EPROTO;
+	if (card[1] == AF_INET) {
+		struct sockaddr_in *a = (void *)ss;
+		a->sin_family = AF_INET;
+		memcpy(&a->sin_port, card + 2, 2);
+		memcpy(&a->sin_addr, card + 4, 4);
+		*len = sizeof(*a);
+		return 0;
+	}
+	if (card[1] == AF_INET6) {
+		struct sockaddr_in6 *a = (void *)ss;
+		a->sin6_family = AF_INET6;
+		memcpy(&a->sin6_port, card + 2, 2);
+		memcpy(&a->sin6_addr, card + 4, 16);
+		*len = sizeof(*a);
+		return 0;
+	}
+	return -EPROTO;
+}
+
+static void tune(int fd, int timeout_ms)
+{
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* A peer that stops answering (host gone, cable pulled) fails the
+	 * connection within the job's timeout instead of TCP's 15 minutes. */
+	unsigned int ms = (unsigned int)timeout_ms;
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+}
+
+/* Connects channel @ch to rank @peer and proves the job key. */
+static int connect_peer(struct xpi_tcp *t, const struct sockaddr_storage *ss, socklen_t sslen,
+			int peer, int ch, const uint8_t *key, int64_t deadline, int *out)
+{
+	xp_context_t *ctx = t->ctx;
+	int fd, rc, got;
+	char where[96];
+	xpi_sock_addr_str((const struct sockaddr *)ss, where, sizeof(where));
+	rc = xpi_sock_connect((const struct sockaddr *)ss, sslen, deadline, &fd);
+	if (rc < 0) {
+		xpi_log(XPI_LOG_ERROR, "rank %d: cannot connect to rank %d at %s: %s", ctx->rank,
+			peer, where, xp_strerror(rc));
+		return rc;
+	}
+	rc = xpi_auth_handshake(fd, key, ctx->rank, ctx->size, xpi_deadline_left_ms(deadline),
+				&got);
+	uint8_t chb = (uint8_t)ch;
+	if (rc == 0 && got != peer)
+		rc = -EPROTO;
+	if (rc == 0)
+		rc = xpi_sock_send_all(fd, &chb, 1, deadline);
+	if (rc < 0) {
+		xpi_log(XPI_LOG_ERROR, "rank %d: connection to rank %d at %s refused: %s",
+			ctx->rank, peer, where, xp_strerror(rc));
+		close(fd);
+		return rc;
+	}
+	tune(fd, ctx->cfg.timeout_ms);
+	*out = fd;
+	return 0;
+}
+
+/* Accepts the connections of all lower ranks. A connection that fails the
+ * key proof is closed and does not count: a stranger cannot take a place. */
+static int accept_lower(struct xpi_tcp *t, const uint8_t *key, int64_t deadline)
+{
+	xp_context_t *ctx = t->ctx;
+	int want = 2 * ctx->rank;
+	while (want > 0) {
+		int fd, peer, rc = xpi_sock_accept(t->listen_fd, deadline, &fd);
+		if (rc < 0) {
+			xpi_log(XPI_LOG_ERROR,
+				"rank %d: %d connections from lower ranks still missing: %s",
+				ctx->rank, want, xp_strerror(rc));
+			return rc;
+		}
+		uint8_t ch;
+		rc = xpi_auth_handshake(fd, key, ctx->rank, ctx->size,
+					xpi_deadline_left_ms(deadline), &peer);
+		if (rc == 0)
+			rc = xpi_sock_recv_all(fd, &ch, 1, deadline);
+		if (rc == 0 && (peer >= ctx->rank || ch > CH_BULK))
+			rc = -EPROTO;
+		int *slot = rc == 0 ? (ch == CH_CTL ? &t->conns[peer].fd_ctl :
+						      &t->conns[peer].fd_bulk) :
+				      NULL;
+		if (slot != NULL && *slot >= 0)
+			rc = -EPROTO; /* that channel is taken */
+		if (rc < 0) {
+			char who[96];
+			xpi_sock_peer_str(fd, who, sizeof(who));
+			xpi_log(XPI_LOG_WARN, "rank %d: refused a connection from %s: %s",
+				ctx->rank, who, xp_strerror(rc));
+			close(fd);
+			continue;
+		}
+		tune(fd, ctx->cfg.timeout_ms);
+		*slot = fd;
+		want--;
+	}
+	return 0;
+}
+
+static int setup_conns(struct xpi_tcp *t, struct xpi_boot *boot)
+{
+	xp_context_t *ctx = t->ctx;
+	int64_t deadline = xpi_deadline_in(ctx->cfg.timeout_ms);
+	const uint8_t *key = xpi_boot_key(boot);
+
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	int rc = xpi_boot_local_addr(boot, &ss, &sslen);
+	if (rc < 0)
+		return rc;
+	rc = xpi_sock_listen((const struct sockaddr *)&ss, sslen, 2 * ctx->size + 8, &t->listen_fd);
+	if (rc < 0)
+		return rc;
+	sslen = sizeof(ss);
+	if (getsockname(t->listen_fd, (struct sockaddr *)&ss, &sslen) < 0)
+		return -errno;
+
+	uint8_t mine[CARD_LEN];
+	card_pack(&ss, mine);
+	uint8_t *all = malloc((size_t)ctx->size * CARD_LEN);
+	if (all == NULL)
+		return -ENOMEM;
+	rc = xpi_boot_allgather(boot, mine, CARD_LEN, all);
+	/* Higher ranks first accept nothing from us until they are done with
+	 * theirs, so connect upwards first: the highest rank only accepts. */
+	for (int p = ctx->rank + 1; rc == 0 && p < ctx->size; p++) {
+		struct sockaddr_storage ps;
+		socklen_t pslen;
+		rc = card_parse(all + (size_t)p * CARD_LEN, &ps, &pslen);
+		if (rc < 0) {
+			xpi_log(XPI_LOG_ERROR,
+				"rank %d: rank %d published a malformed address card", ctx->rank,
+				p);
+			break;
+		}
+		rc = connect_peer(t, &ps, pslen, p, CH_CTL, key, deadline, &t->conns[p].fd_ctl);
+		if (rc == 0)
+			rc = connect_peer(t, &ps, pslen, p, CH_BULK, key, deadline,
+					  &t->conns[p].fd_bulk);
+	}
+	free(all);
+	if (rc == 0)
+		rc = accept_lower(t, key, deadline);
+	return rc;
+}
+
+static int conn_init(struct xpi_tcp *t, struct tcp_conn *c)
+{
+	c->tcp = t;
+	c->gen = 1;
+	c->tx_buf = malloc(XPI_TCP_TX_CAP);
+	c->asm_buf = malloc(t->max_eager);
+	if (c->tx_buf == NULL || c->asm_buf == NULL)
+		return -ENOMEM;
+	tcp_ctl_arm(c);
+	return 0;
+}
+
+int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot)
+{
+	struct xpi_tcp *t = calloc(1, sizeof(*t));
+	if (t == NULL)
+		return -ENOMEM;
+	t->ctx = ctx;
+	t->listen_fd = -1;
+	t->nconn = ctx->size;
+	t->max_eager = XPI_TCP_MAX_EAGER;
+	t->credit_per_peer = ctx->eager_credit_per_peer;
+	t->conns = calloc((size_t)ctx->size, sizeof(*t->conns));
+	t->drop = malloc(XPI_TCP_MAX_EAGER);
+	int rc = -ENOMEM;
+	if (t->conns == NULL || t->drop == NULL)
+		goto fail;
+	for (int p = 0; p < ctx->size; p++) {
+		struct tcp_conn *c = &t->conns[p];
+		c->peer = p;
+		c->fd_ctl = c->fd_bulk = -1;
+		xpi_dlist_init(&c->rts_out);
+		xpi_dlist_init(&c->bulk_tx);
+		xpi_dlist_init(&c->bulk_rx);
+	}
+	rc = tcp_ring_init(t, 64 + 4 * (unsigned)ctx->size);
+	if (rc < 0)
+		goto fail;
+	rc = tcp_br_init(t);
+	if (rc < 0)
+		goto fail;
+	rc = setup_conns(t, boot);
+	if (rc < 0)
+		goto fail;
+	for (int p = 0; p < ctx->size && rc == 0; p++)
+		if (p != ctx->rank)
+			rc = conn_init(t, &t->conns[p]);
+	if (rc < 0)
+		goto fail;
+	io_uring_submit(&t->ring);
+	t->tl_index = ctx->ntls;
+	rc = xpi_context_add_tl(ctx, &xpi_tcp_ops, t);
+	if (rc < 0)
+		goto fail;
+	for (int p = 0; p < ctx->size; p++)
+		if (p != ctx->rank)
+			xpi_context_set_peer_tl(ctx, p, t->tl_index);
+	if (xpi_debug_on("transport"))
+		xpi_log(XPI_LOG_INFO, "rank %d: tcp to %d peers, io_uring flags 0x%x", ctx->rank,
+			ctx->size - 1, t->ring_flags);
+	return 0;
+fail:
+	tcp_setup_destroy(t);
+	return rc;
+}
+
+void tcp_setup_destroy(struct xpi_tcp *t)
+{
+	if (t == NULL)
+		return;
+	/* Say goodbye, so peers take the coming end of stream as a close. */
+	for (int p = 0; t->conns != NULL && p < t->nconn; p++) {
+		struct tcp_conn *c = &t->conns[p];
+		if (c->fd_ctl >= 0 && !c->dead && c->tx_buf != NULL) {
+			struct xpi_frame f = { .type = XPI_FRAME_BYE };
+			if (tcp_ctl_queue(c, &f, NULL) == 0)
+				tcp_ctl_flush(c);
+		}
+	}
+	if (t->ring_ok) {
+		/* Bounded: what is still queued after this is lost with the job. */
+		int64_t until = xpi_now_ns() + 200000000;
+		io_uring_submit(&t->ring);
+		for (;;) {
+			bool busy = false;
+			for (int p = 0; t->conns != NULL && p < t->nconn; p++)
+				busy |= t->conns[p].tx_busy != 0 && !t->conns[p].dead;
+			if (!busy || xpi_now_ns() > until)
+				break;
+			struct io_uring_cqe *cqe;
+			struct __kernel_timespec ts = { .tv_nsec = 10000000 };
+			if (io_uring_wait_cqe_timeout(&t->ring, &cqe, &ts) == 0) {
+				uint64_t ud = cqe->user_data;
+				int peer = (int)(uint32_t)(ud >> 32 & 0xffffff);
+				if ((ud >> 56) == TCP_OP_SEND_CTL && peer < t->nconn)
+					tcp_ctl_sent(&t->conns[peer], cqe->res);
+				io_uring_cqe_seen(&t->ring, cqe);
+			}
+		}
+	}
+	for (int p = 0; t->conns != NULL && p < t->nconn; p++) {
+		struct tcp_conn *c = &t->conns[p];
+		c->dead = true; /* no failure reports from here on */
+		if (c->fd_ctl >= 0)
+			close(c->fd_ctl);
+		if (c->fd_bulk >= 0)
+			close(c->fd_bulk);
+		struct xpi_dlink *l;
+		while ((l = xpi_dlist_pop_head(&c->rts_out)) != NULL)
+			xpi_request_put(xpi_container_of(l, xp_request_t, tl_link));
+		while ((l = xpi_dlist_pop_head(&c->bulk_tx)) != NULL)
+			xpi_request_put(xpi_container_of(l, xp_request_t, tl_link));
+		while ((l = xpi_dlist_pop_head(&c->bulk_rx)) != NULL)
+			free(xpi_container_of(l, struct tcp_bulk_rx, link));
+		free(c->tx_buf);
+		free(c->asm_buf);
+	}
+	tcp_br_fini(t);
+	tcp_ring_fini(t);
+	if (t->listen_fd >= 0)
+		close(t->listen_fd);
+	free(t->conns);
+	free(t->drop);
+	free(t);
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/* What the rest of the library sees of the TCP transport. */
+#ifndef XPI_TCP_SETUP_H
+#define XPI_TCP_SETUP_H
+
+#include "../core/engine.h"
+
+struct xpi_boot;
+struct xpi_tcp;
+
+extern const struct xpi_tl_ops xpi_tcp_ops;
+
+/*
+ * Connects this rank to every other rank of the job that @boot formed (two
+ * authenticated TCP connections per pair), adds the transport to @ctx and
+ * makes it serve every peer but the rank itself. Blocks until done or the
+ * context's timeout. Returns 0 or a negative code, having logged which
+ * peer failed and why.
+ */
+int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot);
+
+void tcp_setup_destroy(struct xpi_tcp *t);
+
+#endif

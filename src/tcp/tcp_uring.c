@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/* The TCP transport's io_uring: setup with the best flags the kernel takes,
+ * submission entries, and the ring of provided receive buffers. */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "../core/log.h"
+#include "tcp.h"
+
+/*
+ * Flags, best first. COOP_TASKRUN|TASKRUN_FLAG: completions are not pushed
+ * at us by interrupting the task; the kernel raises a flag in the SQ ring
+ * and a spinning waiter runs the pending work with one io_uring_enter when
+ * it sees the flag, so an idle spin costs no system call. Any thread may
+ * submit, which the owner-token scheme needs (threads take turns driving
+ * a rank). SINGLE_ISSUER|DEFER_TASKRUN would tie the ring to the thread
+ * that created it and needs a system call per spin to find completions.
+ */
+static const unsigned flag_choices[] = {
+	IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+	IORING_SETUP_COOP_TASKRUN,
+	0,
+};
+
+int tcp_ring_init(struct xpi_tcp *t, unsigned entries)
+{
+	int rc = -EINVAL;
+	for (size_t i = 0; i < sizeof(flag_choices) / sizeof(flag_choices[0]); i++) {
+		struct io_uring_params p;
+		memset(&p, 0, sizeof(p));
+		p.flags = flag_choices[i];
+		/* A completion queue four times the submission queue: multishot
+		 * receives post many completions per submission. */
+		p.flags |= IORING_SETUP_CQSIZE;
+		p.cq_entries = entries * 4;
+		rc = io_uring_queue_init_params(entries, &t->ring, &p);
+		if (rc == 0) {
+			t->ring_flags = flag_choices[i];
+			t->ring_ok = true;
+			return 0;
+		}
+		if (rc != -EINVAL)
+			break;
+	}
+	xpi_log(XPI_LOG_ERROR, "io_uring_queue_init: %s", xp_strerror(rc));
+	return rc;
+}
+
+void tcp_ring_fini(struct xpi_tcp *t)
+{
+	if (t->ring_ok)
+		io_uring_queue_exit(&t->ring);
+	t->ring_ok = false;
+}
+
+/* A submission entry; submits what is queued first if the ring is full. */
+struct io_uring_sqe *tcp_sqe(struct xpi_tcp *t)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
+	if (sqe == NULL) {
+		io_uring_submit(&t->ring);
+		sqe = io_uring_get_sqe(&t->ring);
+	}
+	return sqe;
+}
+
+/* user_data: the operation, the peer, and the connection's generation,
+ * so completions of a connection already torn down are recognised. */
+uint64_t tcp_udata(enum tcp_op op, const struct tcp_conn *c)
+{
+	return (uint64_t)op << 56 | (uint64_t)(uint32_t)c->peer << 32 | c->gen;
+}
+
+/*
+ * liburing 2.3 has no io_uring_setup_buf_ring (2.4 added it): map the ring
+ * memory and register it by hand.
+ */
+int tcp_br_init(struct xpi_tcp *t)
+{
+	t->br_len = XPI_TCP_BR_ENTRIES * sizeof(struct io_uring_buf);
+	void *mem =
+		mmap(NULL, t->br_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		return -ENOMEM;
+	t->br = mem;
+	io_uring_buf_ring_init(t->br);
+	struct io_uring_buf_reg reg = {
+		.ring_addr = (uint64_t)(uintptr_t)mem,
+		.ring_entries = XPI_TCP_BR_ENTRIES,
+		.bgid = XPI_TCP_BGID,
+	};
+	int rc = io_uring_register_buf_ring(&t->ring, &reg, 0);
+	if (rc < 0) {
+		munmap(mem, t->br_len);
+		t->br = NULL;
+		xpi_log(XPI_LOG_ERROR, "io_uring_register_buf_ring: %s", xp_strerror(rc));
+		return rc;
+	}
+	t->br_empty = XPI_TCP_BR_ENTRIES;
+	tcp_br_refill(t);
+	return 0;
+}
+
+/* Gives every empty buffer id a buffer from the pool, while it has some. */
+void tcp_br_refill(struct xpi_tcp *t)
+{
+	if (t->br_empty == 0)
+		return;
+	int added = 0;
+	for (unsigned bid = 0; bid < XPI_TCP_BR_ENTRIES && t->br_empty != 0; bid++) {
+		if (t->br_bufs[bid] != NULL)
+			continue;
+		struct xp_buf *b;
+		if (xpi_pool_get(t->ctx->pool, 16384, &b) < 0)
+			break; /* the pool is lent out: retried on the next progress */
+		t->br_bufs[bid] = b;
+		io_uring_buf_ring_add(t->br, b->data, (unsigned)b->cap, (unsigned short)bid,
+				      io_uring_buf_ring_mask(XPI_TCP_BR_ENTRIES), added);
+		added++;
+		t->br_empty--;
+	}
+	if (added != 0)
+		io_uring_buf_ring_advance(t->br, added);
+}
+
+void tcp_br_fini(struct xpi_tcp *t)
+{
+	if (t->br == NULL)
+		return;
+	if (t->ring_ok)
+		io_uring_unregister_buf_ring(&t->ring, XPI_TCP_BGID);
+	for (unsigned bid = 0; bid < XPI_TCP_BR_ENTRIES; bid++) {
+		if (t->br_bufs[bid] != NULL)
+			xpi_buf_put(t->br_bufs[bid]);
+		t->br_bufs[bid] = NULL;
+	}
+	munmap(t->br, t->br_len);
+	t->br = NULL;
+}
