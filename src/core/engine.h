@@ -59,6 +59,7 @@ struct xp_request {
 	struct xpi_dlink pending_link; /* sends waiting for room: owner */
 	struct xpi_dlink tl_link;      /* the transport's own lists (rendezvous) */
 	uint64_t tl_id;                /* the transport's id for it */
+	uint32_t tl_pending;           /* the transport's count (zero-copy notifications) */
 	xp_context_t *ctx;
 	uint32_t comm;
 	int peer; /* destination, or source / XP_ANY_SOURCE */

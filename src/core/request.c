@@ -67,6 +67,7 @@ xp_request_t *xpi_request_new(xp_context_t *ctx, uint8_t op)
 	xpi_dlist_init(&r->posted.link);
 	xpi_dlist_init(&r->pending_link);
 	xpi_dlist_init(&r->tl_link);
+	r->tl_pending = 0;
 	atomic_init(&r->cancel_reason, 0);
 	atomic_init(&r->rndv_state, XPI_RNDV_PENDING);
 	atomic_init(&r->refs, 1);

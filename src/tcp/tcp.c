@@ -31,6 +31,12 @@ void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
 	}
 	while ((l = xpi_dlist_pop_head(&c->bulk_tx)) != NULL) {
 		xp_request_t *s = xpi_container_of(l, xp_request_t, tl_link);
+		if (s->tl_pending != 0) {
+			/* The kernel still holds its pages: failed when the
+			 * notification comes (tcp_bulk_zc_cqe). */
+			xpi_dlist_push_tail(&c->zc_wait, &s->tl_link);
+			continue;
+		}
 		if (atomic_load(&s->rndv_state) != XPI_RNDV_WITHDRAWN)
 			xpi_engine_fail_request(ctx, s, c->peer);
 		xpi_request_put(s);
@@ -159,6 +165,12 @@ static void handle_cqe(struct xpi_tcp *t, const struct io_uring_cqe *cqe)
 	if (op == TCP_OP_CANCEL || peer >= t->nconn)
 		return;
 	struct tcp_conn *c = conn_of(t, peer);
+	if (op == TCP_OP_SEND_BULK_ZC) {
+		/* Handled also on a dead connection: the pages are the user's
+		 * again only when the notification says so. */
+		tcp_bulk_zc_cqe(c, gen, cqe->res, cqe->flags);
+		return;
+	}
 	if (c->gen != gen)
 		return;
 	if (!(op == TCP_OP_RECV_CTL && (cqe->flags & IORING_CQE_F_MORE)))

@@ -41,7 +41,24 @@ enum tcp_op {
 	TCP_OP_RECV_BULK,
 	TCP_OP_SEND_BULK,
 	TCP_OP_CANCEL,
+	TCP_OP_SEND_BULK_ZC, /* user_data carries a zero-copy slot, not the generation */
 };
+
+/* Kernel 6.2 uapi, newer than Debian 12's liburing 2.3 headers: ask the
+ * notification to say whether the kernel had to copy after all. Older
+ * kernels refuse the flag with -EINVAL; the probe in tcp_uring.c checks. */
+#ifndef IORING_SEND_ZC_REPORT_USAGE
+#define IORING_SEND_ZC_REPORT_USAGE (1U << 3)
+#endif
+#ifndef IORING_NOTIF_USAGE_ZC_COPIED
+#define IORING_NOTIF_USAGE_ZC_COPIED (1U << 31)
+#endif
+
+/* Zero-copy bulk sends whose notification may be outstanding, per connection. */
+#define XPI_TCP_ZC_SLOTS 16
+/* Below this a zero-copy send costs more (page pinning, notification) than
+ * the copy it saves, even on NICs where it pays for large payloads. */
+#define XPI_TCP_ZC_MIN (64u << 10)
 
 /* A rendezvous payload the receiver expects on the bulk channel. */
 struct tcp_bulk_rx {
@@ -84,6 +101,15 @@ struct tcp_conn {
 	/* Bulk channel, sending: sends whose payload the peer asked for. */
 	struct xpi_dlink bulk_tx;
 	bool bulk_tx_busy;
+	/* IORING_OP_SENDMSG_ZC for payloads of XPI_TCP_ZC_MIN and more: the
+	 * kernel sends from the user's pages and says when it is done with
+	 * them (a notification); the send completes only then, but the next
+	 * send starts without waiting for it. */
+	bool zc;
+	int bulk_zc_slot; /* the slot of the send in flight, or -1 */
+	xp_request_t *zc_slot[XPI_TCP_ZC_SLOTS];
+	struct xpi_dlink zc_wait; /* fully sent, waiting for notifications */
+	unsigned zc_copied_run;   /* notifications in a row that say "copied" */
 	uint8_t bulk_tx_hdr[XPI_FRAME_HDR_LEN];
 	uint64_t bulk_tx_off; /* bytes of header + payload sent */
 	struct iovec bulk_iov[2];
@@ -108,7 +134,8 @@ struct xpi_tcp {
 	uint64_t credit_per_peer;
 	uint64_t credit_seen; /* ctx->eager_returned_total at the last credit check */
 	uint32_t max_eager;
-	bool zc; /* IORING_OP_SEND_ZC for bulk payloads */
+	bool zc_supported;            /* the kernel has IORING_OP_SENDMSG_ZC */
+	uint64_t zc_sends, zc_copied; /* zero-copy sends; those the kernel copied anyway */
 
 	/* Provided buffers for the control channels' multishot recvs. */
 	struct io_uring_buf_ring *br;
@@ -134,6 +161,7 @@ void tcp_ctl_flush(struct tcp_conn *c);
 void tcp_ctl_sent(struct tcp_conn *c, int res);
 void tcp_bulk_start(struct tcp_conn *c);
 void tcp_bulk_sent(struct tcp_conn *c, int res);
+void tcp_bulk_zc_cqe(struct tcp_conn *c, unsigned slot, int res, unsigned flags);
 
 /* tcp_rx.c */
 void tcp_ctl_arm(struct tcp_conn *c);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,39 @@ static int accept_lower(struct xpi_tcp *t, const uint8_t *key, int64_t deadline)
 	return 0;
 }
 
+/* True if @ss is this host: loopback, or the address we listen on. There a
+ * zero-copy send loses (the data is copied on delivery anyway: measured in
+ * shared/lab/BASELINES.md, 1.0 against 3.4 GB/s at 64 KiB). */
+static bool same_host(const struct sockaddr_storage *ss, const struct sockaddr_storage *mine)
+{
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)ss, *b = (const void *)mine;
+		if ((ntohl(a->sin_addr.s_addr) >> 24) == 127)
+			return true;
+		return mine->ss_family == AF_INET && a->sin_addr.s_addr == b->sin_addr.s_addr;
+	}
+	const struct sockaddr_in6 *a = (const void *)ss, *b = (const void *)mine;
+	if (IN6_IS_ADDR_LOOPBACK(&a->sin6_addr))
+		return true;
+	return mine->ss_family == AF_INET6 &&
+	       memcmp(&a->sin6_addr, &b->sin6_addr, sizeof(a->sin6_addr)) == 0;
+}
+
+/* XP_TCP_ZC=on|off|auto (default): auto uses zero-copy sends for large
+ * payloads to peers on other hosts, where real NICs make it pay. */
+static bool want_zc(struct xpi_tcp *t, const struct sockaddr_storage *peer,
+		    const struct sockaddr_storage *mine)
+{
+	if (!t->zc_supported)
+		return false;
+	const char *s = getenv("XP_TCP_ZC");
+	if (s != NULL && strcmp(s, "on") == 0)
+		return true;
+	if (s != NULL && strcmp(s, "off") == 0)
+		return false;
+	return !same_host(peer, mine);
+}
+
 static int setup_conns(struct xpi_tcp *t, struct xpi_boot *boot)
 {
 	xp_context_t *ctx = t->ctx;
@@ -174,6 +208,12 @@ static int setup_conns(struct xpi_tcp *t, struct xpi_boot *boot)
 	if (all == NULL)
 		return -ENOMEM;
 	rc = xpi_boot_allgather(boot, mine, CARD_LEN, all);
+	for (int p = 0; rc == 0 && p < ctx->rank; p++) {
+		struct sockaddr_storage ps;
+		socklen_t pslen;
+		if (card_parse(all + (size_t)p * CARD_LEN, &ps, &pslen) == 0)
+			t->conns[p].zc = want_zc(t, &ps, &ss);
+	}
 	/* Higher ranks first accept nothing from us until they are done with
 	 * theirs, so connect upwards first: the highest rank only accepts. */
 	for (int p = ctx->rank + 1; rc == 0 && p < ctx->size; p++) {
@@ -186,6 +226,7 @@ static int setup_conns(struct xpi_tcp *t, struct xpi_boot *boot)
 				p);
 			break;
 		}
+		t->conns[p].zc = want_zc(t, &ps, &ss);
 		rc = connect_peer(t, &ps, pslen, p, CH_CTL, key, deadline, &t->conns[p].fd_ctl);
 		if (rc == 0)
 			rc = connect_peer(t, &ps, pslen, p, CH_BULK, key, deadline,
@@ -230,6 +271,8 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot)
 		c->fd_ctl = c->fd_bulk = -1;
 		xpi_dlist_init(&c->rts_out);
 		xpi_dlist_init(&c->bulk_tx);
+		xpi_dlist_init(&c->zc_wait);
+		c->bulk_zc_slot = -1;
 		xpi_dlist_init(&c->bulk_rx);
 	}
 	rc = tcp_ring_init(t, 64 + 4 * (unsigned)ctx->size);
@@ -254,9 +297,16 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot)
 	for (int p = 0; p < ctx->size; p++)
 		if (p != ctx->rank)
 			xpi_context_set_peer_tl(ctx, p, t->tl_index);
-	if (xpi_debug_on("transport"))
-		xpi_log(XPI_LOG_INFO, "rank %d: tcp to %d peers, io_uring flags 0x%x", ctx->rank,
-			ctx->size - 1, t->ring_flags);
+	if (xpi_debug_on("transport")) {
+		int zc = 0;
+		for (int p = 0; p < ctx->size; p++)
+			zc += p != ctx->rank && t->conns[p].zc;
+		xpi_log(XPI_LOG_INFO,
+			"rank %d: tcp to %d peers, io_uring flags 0x%x, zero-copy sends to %d "
+			"(kernel %s SENDMSG_ZC)",
+			ctx->rank, ctx->size - 1, t->ring_flags, zc,
+			t->zc_supported ? "has" : "lacks");
+	}
 	return 0;
 fail:
 	tcp_setup_destroy(t);
@@ -267,6 +317,11 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 {
 	if (t == NULL)
 		return;
+	if (t->zc_sends != 0 && xpi_debug_on("transport"))
+		xpi_log(XPI_LOG_INFO,
+			"rank %d: %llu zero-copy sends, %llu copied by the kernel anyway",
+			t->ctx->rank, (unsigned long long)t->zc_sends,
+			(unsigned long long)t->zc_copied);
 	/* Say goodbye, so peers take the coming end of stream as a close. */
 	for (int p = 0; t->conns != NULL && p < t->nconn; p++) {
 		struct tcp_conn *c = &t->conns[p];
@@ -308,6 +363,8 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 		while ((l = xpi_dlist_pop_head(&c->rts_out)) != NULL)
 			xpi_request_put(xpi_container_of(l, xp_request_t, tl_link));
 		while ((l = xpi_dlist_pop_head(&c->bulk_tx)) != NULL)
+			xpi_request_put(xpi_container_of(l, xp_request_t, tl_link));
+		while ((l = xpi_dlist_pop_head(&c->zc_wait)) != NULL)
 			xpi_request_put(xpi_container_of(l, xp_request_t, tl_link));
 		while ((l = xpi_dlist_pop_head(&c->bulk_rx)) != NULL)
 			free(xpi_container_of(l, struct tcp_bulk_rx, link));

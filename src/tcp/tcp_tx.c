@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "../core/log.h"
 #include "tcp.h"
 
 /*
@@ -65,6 +66,14 @@ void tcp_ctl_sent(struct tcp_conn *c, int res)
 	tcp_ctl_flush(c);
 }
 
+static int zc_slot_free(const struct tcp_conn *c)
+{
+	for (int i = 0; i < XPI_TCP_ZC_SLOTS; i++)
+		if (c->zc_slot[i] == NULL)
+			return i;
+	return -1; /* all busy: this part goes by a plain send */
+}
+
 /* Starts (or continues) sending the payload the peer asked for first. */
 void tcp_bulk_start(struct tcp_conn *c)
 {
@@ -101,10 +110,87 @@ void tcp_bulk_start(struct tcp_conn *c)
 	memset(&c->bulk_msg, 0, sizeof(c->bulk_msg));
 	c->bulk_msg.msg_iov = c->bulk_iov;
 	c->bulk_msg.msg_iovlen = (size_t)n;
-	io_uring_prep_sendmsg(sqe, c->fd_bulk, &c->bulk_msg, MSG_NOSIGNAL);
-	io_uring_sqe_set_data64(sqe, tcp_udata(TCP_OP_SEND_BULK, c));
+	int slot = c->zc && len - off >= XPI_TCP_ZC_MIN ? zc_slot_free(c) : -1;
+	if (slot >= 0) {
+		io_uring_prep_sendmsg_zc(sqe, c->fd_bulk, &c->bulk_msg, MSG_NOSIGNAL);
+		sqe->ioprio |= IORING_SEND_ZC_REPORT_USAGE;
+		io_uring_sqe_set_data64(sqe, (uint64_t)TCP_OP_SEND_BULK_ZC << 56 |
+						     (uint64_t)(uint32_t)c->peer << 32 |
+						     (uint32_t)slot);
+		c->zc_slot[slot] = s;
+		s->tl_pending++;
+		c->tcp->zc_sends++;
+	} else {
+		io_uring_prep_sendmsg(sqe, c->fd_bulk, &c->bulk_msg, MSG_NOSIGNAL);
+		io_uring_sqe_set_data64(sqe, tcp_udata(TCP_OP_SEND_BULK, c));
+	}
+	c->bulk_zc_slot = slot;
 	c->bulk_tx_busy = true;
 	c->inflight++;
+}
+
+/* Finishes a zero-copy send whose bytes all went out once the kernel has
+ * given back every page it lent (its last notification). */
+static void zc_maybe_finish(struct tcp_conn *c, xp_request_t *s)
+{
+	if (s->tl_pending != 0 || s->tl_link.next == &s->tl_link)
+		return;
+	bool on_wait_list = false;
+	struct xpi_dlink *pos;
+	xpi_dlist_for_each(pos, &c->zc_wait) {
+		on_wait_list |= pos == &s->tl_link;
+	}
+	if (!on_wait_list)
+		return; /* still being sent */
+	xpi_dlist_remove(&s->tl_link);
+	if (c->dead)
+		xpi_engine_fail_request(c->tcp->ctx, s, c->peer);
+	else
+		xpi_request_complete(s, 0);
+	xpi_request_put(s);
+}
+
+/* A zero-copy send's completions: the send itself (F_MORE: a notification
+ * follows) and its notification (F_NOTIF). */
+void tcp_bulk_zc_cqe(struct tcp_conn *c, unsigned slot, int res, unsigned flags)
+{
+	xp_request_t *s = slot < XPI_TCP_ZC_SLOTS ? c->zc_slot[slot] : NULL;
+	if (s == NULL)
+		return;
+	if (flags & IORING_CQE_F_NOTIF) {
+		/* The kernel reports when it had to copy after all (loopback,
+		 * devices without scatter-gather): then zero-copy only adds
+		 * pinning and a notification, so stop using it on this
+		 * connection after a run of such reports. */
+		if (res & IORING_NOTIF_USAGE_ZC_COPIED) {
+			c->tcp->zc_copied++;
+			if (++c->zc_copied_run == 8 && c->zc) {
+				c->zc = false;
+				if (xpi_debug_on("transport"))
+					xpi_log(XPI_LOG_INFO,
+						"rank %d: zero-copy sends to rank %d were copied "
+						"by the kernel anyway; plain sends from now on",
+						c->tcp->ctx->rank, c->peer);
+			}
+		} else {
+			c->zc_copied_run = 0;
+		}
+		c->zc_slot[slot] = NULL;
+		s->tl_pending--;
+		c->inflight--;
+		zc_maybe_finish(c, s);
+		return;
+	}
+	if (!(flags & IORING_CQE_F_MORE)) {
+		/* No notification will come (the send failed early). */
+		c->zc_slot[slot] = NULL;
+		s->tl_pending--;
+		c->inflight--;
+	}
+	if (!c->dead)
+		tcp_bulk_sent(c, res);
+	else
+		zc_maybe_finish(c, s);
 }
 
 void tcp_bulk_sent(struct tcp_conn *c, int res)
@@ -121,10 +207,15 @@ void tcp_bulk_sent(struct tcp_conn *c, int res)
 	if (c->bulk_tx_off >= total) {
 		xpi_dlist_remove(&s->tl_link);
 		c->bulk_tx_off = 0;
-		/* The kernel has copied the payload: the user's buffer is free. */
-		if (!withdrawn)
-			xpi_request_complete(s, 0);
-		xpi_request_put(s);
+		if (s->tl_pending != 0) {
+			/* Zero-copy: the kernel still holds the user's pages. */
+			xpi_dlist_push_tail(&c->zc_wait, &s->tl_link);
+		} else {
+			/* The kernel has copied the payload: the buffer is free. */
+			if (!withdrawn)
+				xpi_request_complete(s, 0);
+			xpi_request_put(s);
+		}
 	}
 	tcp_bulk_start(c);
 }

@@ -38,6 +38,11 @@ int tcp_ring_init(struct xpi_tcp *t, unsigned entries)
 		if (rc == 0) {
 			t->ring_flags = flag_choices[i];
 			t->ring_ok = true;
+			/* The kernel's features, probed now rather than assumed. */
+			struct io_uring_probe *probe = io_uring_get_probe_ring(&t->ring);
+			t->zc_supported = probe != NULL &&
+					  io_uring_opcode_supported(probe, IORING_OP_SENDMSG_ZC);
+			io_uring_free_probe(probe);
 			return 0;
 		}
 		if (rc != -EINVAL)
