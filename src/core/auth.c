@@ -126,6 +126,12 @@ static int fail(int rc, const char *fmt, ...)
 	return rc;
 }
 
+static const char *errtext(int rc)
+{
+	const char *s = strerrordesc_np(rc < 0 ? -rc : rc);
+	return s != NULL ? s : "unknown error";
+}
+
 static int io_failed(int rc, int my_rank, const char *peer, const char *step, int timeout_ms)
 {
 	if (rc == -ETIMEDOUT)
@@ -139,7 +145,7 @@ static int io_failed(int rc, int my_rank, const char *peer, const char *step, in
 			    "refused us or died",
 			    my_rank, peer, step);
 	return fail(rc, "rank %d: authentication with %s failed (%s): %s", my_rank, peer, step,
-		    strerrordesc_np(-rc) != NULL ? strerrordesc_np(-rc) : "unknown error");
+		    errtext(rc));
 }
 
 int xpi_auth_handshake(int fd, const uint8_t key[XPI_AUTH_KEY_LEN], int my_rank, int size,
@@ -159,7 +165,7 @@ int xpi_auth_handshake(int fd, const uint8_t key[XPI_AUTH_KEY_LEN], int my_rank,
 	};
 	int rc = fill_random(mine.nonce, sizeof(mine.nonce));
 	if (rc < 0)
-		return fail(rc, "rank %d: getrandom failed: %s", my_rank, strerrordesc_np(-rc));
+		return fail(rc, "rank %d: getrandom failed: %s", my_rank, errtext(rc));
 	uint8_t buf[XPI_AUTH_HELLO_LEN];
 	xpi_auth_hello_write(&mine, buf);
 	rc = xpi_sock_send_all(fd, buf, sizeof(buf), deadline);

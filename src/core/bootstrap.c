@@ -174,6 +174,11 @@ static int read_env(struct job_env *e)
 	for (size_t i = 0; i < XPI_ARRAY_SIZE(launchers); i++) {
 		const char *rv = launchers[i].rank_var, *sv = launchers[i].size_var;
 		const char *ss = env(sv);
+		/* Our own variables are not set by accident: half a set is a
+		 * mistake, not a job of one. */
+		if (ss == NULL && i == 0 && env(rv) != NULL)
+			return fail(-EINVAL, "bootstrap: %s=%s is set but %s is not", rv, env(rv),
+				    sv);
 		if (ss == NULL)
 			continue; /* as xp_init: the size variable says which launcher */
 		long size, rank;
@@ -262,7 +267,7 @@ static int iface_addr(struct xpi_boot *b, const char *ifname)
 			  "address here (there are: %s)",
 			  b->rank, ifname, names[0] ? names : "none");
 	} else {
-		struct sockaddr_storage ss;
+		struct sockaddr_storage ss = { 0 };
 		socklen_t len = best->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
 								       sizeof(struct sockaddr_in6);
 		memset(&ss, 0, sizeof(ss));
@@ -277,7 +282,7 @@ static int iface_addr(struct xpi_boot *b, const char *ifname)
  * for rank 0, where the first rank reached it). */
 static int conn_local_addr(struct xpi_boot *b)
 {
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss = { 0 };
 	socklen_t len = sizeof(ss);
 	int fd = b->rank == 0 ? b->fds[1] : b->root_fd;
 	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
@@ -295,7 +300,7 @@ static int inherited_listener(const struct job_env *e, const char *s, int backlo
 	long fd;
 	int type = 0;
 	socklen_t tlen = sizeof(type);
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss = { 0 };
 	socklen_t slen = sizeof(ss);
 	if (parse_long(s, 0, 1 << 30, &fd) < 0 ||
 	    getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 || type != SOCK_STREAM ||
@@ -321,7 +326,7 @@ static int root_listen(struct xpi_boot *b, const struct job_env *e, int *lfd)
 	if (inherited != NULL)
 		return inherited_listener(e, inherited, backlog, lfd);
 
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss = { 0 };
 	socklen_t len;
 	int rc = xpi_sock_resolve(e->host, e->port, &ss, &len);
 	if (rc < 0)
@@ -458,7 +463,7 @@ static bool connect_retryable(int rc)
 
 static int join_root(struct xpi_boot *b, const struct job_env *e, int64_t deadline)
 {
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss = { 0 };
 	socklen_t len = 0;
 	int fd = -1, rc, last = 0, backoff_ms = 5;
 	for (;;) {
@@ -527,15 +532,16 @@ static int boot_alloc(struct xpi_boot *b)
 		return 0;
 	size_t n = (size_t)b->size;
 	b->fds = malloc(n * sizeof(*b->fds));
+	if (b->fds == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		b->fds[i] = -1; /* before anything can fail: destroy closes them */
 	b->got = calloc(n, sizeof(*b->got));
 	b->hdrs = calloc(n, sizeof(*b->hdrs));
 	b->pfds = calloc(n, sizeof(*b->pfds));
 	b->pranks = calloc(n, sizeof(*b->pranks));
-	if (b->fds == NULL || b->got == NULL || b->hdrs == NULL || b->pfds == NULL ||
-	    b->pranks == NULL)
+	if (b->got == NULL || b->hdrs == NULL || b->pfds == NULL || b->pranks == NULL)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		b->fds[i] = -1;
 	return 0;
 }
 

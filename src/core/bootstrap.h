@@ -6,7 +6,8 @@
  * setting up and tearing down, never for data: transports build their own
  * connections from what xpi_boot_allgather() exchanged.
  *
- * Environment, first launcher whose size variable is set wins:
+ * Environment, first launcher whose size variable is set wins (XP_RANK
+ * without XP_SIZE is an error rather than a job of one):
  *
  *   launcher   rank / size                                rendezvous address
  *   xport      XP_RANK / XP_SIZE                          XP_ADDR
@@ -86,6 +87,8 @@ struct xpi_boot;
  *                the message names the address and the missing ranks
  *   -ECONNRESET  rank 0 closed the connection while this rank joined
  *   -EADDRINUSE, -EADDRNOTAVAIL  rank 0 cannot listen on the address
+ *   -EAGAIN      rank 0 could not resolve its host name for now (the other
+ *                ranks retry that until the timeout)
  *   -ENODEV      XP_SOCKET_IFNAME names no interface with an address
  *   -ENOMEM
  */

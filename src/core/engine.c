@@ -442,11 +442,13 @@ static int try_send(xp_context_t *ctx, xp_request_t *r)
 		/* The receiver's unexpected buffer is full: keep the payload here. */
 		r->proto = XPI_PROTO_RNDV;
 	}
+	/* Once the transport has it, @r may complete (a receive takes it at
+	 * once) and be freed by its waiter on another thread: touch it no more. */
 	rc = t->ops->send_rts(t->tl, r->peer, &h, r, find_reg(ctx, r->buf, r->len));
 	if (rc == 0) {
 		peer->send_seq++;
 		peer->nsent++;
-		peer->last_sent_tag = r->tag;
+		peer->last_sent_tag = h.tag;
 		stat_add(&ctx->st_rndv, 1);
 		stat_add(&ctx->st_sends, 1);
 		return 0;
@@ -482,9 +484,13 @@ int xpi_engine_retry_pending(xp_context_t *ctx)
 		while (!xpi_dlist_empty(&peer->pending)) {
 			xp_request_t *r =
 				xpi_container_of(peer->pending.next, xp_request_t, pending_link);
-			if (try_send(ctx, r) == -EAGAIN)
-				break;
+			/* Off the list before the send: a send that goes out may
+			 * complete, and its waiter may free and reuse @r at once. */
 			xpi_dlist_remove(&r->pending_link);
+			if (try_send(ctx, r) == -EAGAIN) {
+				xpi_dlist_push_tail(peer->pending.next, &r->pending_link);
+				break;
+			}
 			ctx->npending--;
 			n++;
 		}

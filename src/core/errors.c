@@ -31,6 +31,10 @@ XPI_EXPORT const char *xp_strerror(int code)
 		return "no transport in this build can serve the job";
 	case ECONNRESET:
 		return "peer closed the connection or died";
+	case EACCES:
+		return "refused: the peer did not prove the job key (wrong XP_JOB_KEY?)";
+	case EPROTO:
+		return "protocol error: malformed or incompatible data from the peer";
 	case EAGAIN:
 		return "resource temporarily unavailable";
 	default:

@@ -298,7 +298,7 @@ void xpi_sock_addr_str(const struct sockaddr *sa, char *buf, size_t n)
 
 void xpi_sock_peer_str(int fd, char *buf, size_t n)
 {
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss = { 0 };
 	socklen_t len = sizeof(ss);
 	if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0) {
 		snprintf(buf, n, "unknown peer");

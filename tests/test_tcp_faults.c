@@ -1,0 +1,957 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Faults on the io_uring TCP transport, between real processes on loopback:
+ *  - kill:     a rank dies (SIGKILL) in the middle of a 64 MiB rendezvous
+ *              stream with eager messages behind it; its peer's operations
+ *              with it fail quickly and name it, the others go on;
+ *  - malformed: a rank writes bad frames on its real connections; the
+ *              receiver closes that connection, names the rank, and keeps
+ *              every other message intact;
+ *  - stranger: raw TCP clients on the ranks' listeners after the job
+ *              formed, and one during setup (junk, or silent);
+ *  - key:      a rank with another job key: both sides fail in bounded
+ *              time with clear errors.
+ * Usage: test_tcp_faults [kill|kill-zc|malformed|stranger|key|setup]  (default: all)
+ *
+ * Linked with -Wl,--wrap=xpi_sock_connect: the wrapper lets a rank open a
+ * stranger's connection to a peer's listener just before its own, so the
+ * stranger is deterministically first in that listener's accept queue.
+ */
+#include <errno.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "xport/xport.h"
+#include "core/clock.h"
+#include "core/engine.h"
+#include "core/sock.h"
+#include "core/wire.h"
+#include "mproc.h"
+#include "testutil.h"
+
+/* The wrapped connect exists in every build, so the link flag always works. */
+int __real_xpi_sock_connect(const struct sockaddr *sa, socklen_t salen, int64_t deadline_ns,
+			    int *fd);
+int __wrap_xpi_sock_connect(const struct sockaddr *sa, socklen_t salen, int64_t deadline_ns,
+			    int *fd);
+
+#ifndef XPORT_HAVE_TCP
+int __wrap_xpi_sock_connect(const struct sockaddr *sa, socklen_t salen, int64_t deadline_ns,
+			    int *fd)
+{
+	return __real_xpi_sock_connect(sa, salen, deadline_ns, fd);
+}
+
+int main(void)
+{
+	printf("SKIP: this build has no TCP transport (liburing missing)\n");
+	return T_SKIP;
+}
+#else
+
+#include <liburing.h>
+
+#include "tcp/tcp.h"
+#include "tcp/tcp_setup.h"
+
+#define T_CONTAINS(text, sub)                                                                      \
+	do {                                                                                       \
+		const char *_t = (text);                                                           \
+		if (strstr(_t, (sub)) == NULL)                                                     \
+			T_FAIL("\"%s\" does not contain \"%s\"", _t, (sub));                       \
+	} while (0)
+
+/* A fill that differs per message and per byte. */
+static void fill(uint8_t *p, size_t len, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		p[i] = (uint8_t)x;
+	}
+}
+
+static int check(const uint8_t *p, size_t len, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		if (p[i] != (uint8_t)x) {
+			fprintf(stderr, "byte %zu of %zu differs (seed %u)\n", i, len, seed);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int64_t now_ms(void)
+{
+	return xpi_now_ns() / 1000000;
+}
+
+static xp_context_t *start(int rank)
+{
+	xp_context_t *ctx;
+	int rc = xp_init(NULL, &ctx);
+	if (rc < 0)
+		T_FAIL("rank %d: xp_init: %s: %s", rank, xp_strerror(rc), xp_error_detail());
+	T_EQ(xp_rank(ctx), rank);
+	return ctx;
+}
+
+static struct xpi_tcp *tcp_of(xp_context_t *ctx)
+{
+	for (int i = 0; i < ctx->ntls; i++)
+		if (ctx->tls[i].ops == &xpi_tcp_ops)
+			return ctx->tls[i].tl;
+	T_FAIL("rank %d has no TCP transport", ctx->rank);
+}
+
+/*
+ * Waits for @r at most @ms, by polling: xp_wait cancels at its deadline,
+ * and a receive whose rendezvous payload is being streamed cannot be
+ * cancelled, so only a loop of xp_test is bounded in every case here.
+ * Returns the operation's result (0 or a negative code); fails the test
+ * if it is still pending after @ms.
+ */
+static int wait_for(xp_request_t **r, int ms, xp_status_t *st, const char *what)
+{
+	int64_t until = now_ms() + ms;
+	for (;;) {
+		int rc = xp_test(r, st);
+		if (rc != 0)
+			return rc == 1 ? 0 : rc;
+		if (now_ms() > until)
+			T_FAIL("%s: still pending after %d ms", what, ms);
+		sched_yield();
+	}
+}
+
+/* Expects @rc to be @want and the thread's error detail to hold @sub. */
+static void expect_fail(int rc, int want, const char *sub, const char *what)
+{
+	if (rc != want)
+		T_FAIL("%s: returned %d (%s), expected %d (%s); detail: %s", what, rc,
+		       xp_strerror(rc), want, xp_strerror(want), xp_error_detail());
+	if (strstr(xp_error_detail(), sub) == NULL)
+		T_FAIL("%s: the error detail \"%s\" does not contain \"%s\"", what,
+		       xp_error_detail(), sub);
+}
+
+/* A ping-pong of eager and rendezvous sizes with content checks. */
+static void pingpong(xp_comm_t *w, int me, int peer, uint64_t tag0)
+{
+	static const size_t sizes[] = { 0, 1, 1000, 32767, 32768, 200000, 3 << 20 };
+	uint8_t *buf = malloc(3 << 20);
+	T_CHECK(buf != NULL);
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t len = sizes[i];
+		uint64_t tag = tag0 + i;
+		xp_status_t st;
+		if (me < peer) {
+			fill(buf, len, (uint32_t)tag);
+			T_OK(xp_send(w, buf, len, peer, tag));
+			T_OK(xp_recv(w, buf, 3 << 20, peer, tag, XP_TAG_EXACT, &st));
+			T_EQ(st.length, len);
+			T_CHECK(check(buf, len, (uint32_t)tag + 1) == 0);
+		} else {
+			T_OK(xp_recv(w, buf, 3 << 20, peer, tag, XP_TAG_EXACT, &st));
+			T_EQ(st.length, len);
+			T_EQ(st.source, peer);
+			T_CHECK(check(buf, len, (uint32_t)tag) == 0);
+			fill(buf, len, (uint32_t)tag + 1);
+			T_OK(xp_send(w, buf, len, peer, tag));
+		}
+	}
+	free(buf);
+}
+
+/* ------------------------------------------------------------------------- */
+/* A peer killed in the middle of a transfer                                  */
+
+#define BIG (64u << 20)
+#define KILL_AFTER (8u << 20) /* bytes of rank 1's big send out before it dies */
+#define EAGER_LEN 2000u
+#define MAX_EAGER 1000
+#define EARLY_RNDV_LEN 100000u
+
+enum {
+	TAG_BIG = 1,        /* rank 1 -> 0, 64 MiB */
+	TAG_BIG_BACK,       /* rank 0 -> 1, 64 MiB */
+	TAG_EAGER,          /* rank 1 -> 0, a stream of eager messages */
+	TAG_EARLY_RNDV,     /* rank 1 -> 0, announced before the death, never fetched */
+	TAG_UNCLAIMED,      /* rank 0 -> 1, rendezvous never asked for */
+	TAG_NEVER,          /* nobody sends it */
+	TAG_ANY = 50,       /* rank 2 -> 0, for a receive from any source */
+	TAG_GO = 60,        /* rank 0 -> 2: "rank 1 is dead, go on" */
+	TAG_MASKED = 0x100, /* receives with a partial mask */
+	TAG_PP = 1000,      /* ping-pongs */
+};
+
+struct kill_shared {
+	_Atomic int64_t kill_ns; /* when rank 1 raised SIGKILL */
+	_Atomic int eager_sent;  /* eager messages rank 1 posted to rank 0 */
+};
+
+static int kill_rank0(xp_context_t *ctx, struct kill_shared *sh)
+{
+	xp_comm_t *w = xp_comm_world(ctx);
+	uint8_t *rbig = calloc(1, BIG), *sbig = malloc(BIG), *unclaimed = malloc(EARLY_RNDV_LEN);
+	uint8_t never[16], masked[16], any[64], small[EAGER_LEN];
+	T_CHECK(rbig != NULL && sbig != NULL && unclaimed != NULL);
+	fill(sbig, BIG, 2);
+	xp_request_t *r_big, *r_never, *r_masked, *r_any, *s_big, *s_unclaimed;
+	T_OK(xp_irecv(w, rbig, BIG, 1, TAG_BIG, XP_TAG_EXACT, &r_big));
+	T_OK(xp_irecv(w, never, sizeof(never), 1, TAG_NEVER, XP_TAG_EXACT, &r_never));
+	T_OK(xp_irecv(w, masked, sizeof(masked), 1, TAG_MASKED, ~(uint64_t)0xff, &r_masked));
+	T_OK(xp_irecv(w, any, sizeof(any), XP_ANY_SOURCE, TAG_ANY, XP_TAG_EXACT, &r_any));
+	T_OK(xp_isend(w, sbig, BIG, 1, TAG_BIG_BACK, &s_big));
+	T_OK(xp_isend(w, unclaimed, EARLY_RNDV_LEN, 1, TAG_UNCLAIMED, &s_unclaimed));
+	T_OK(xp_oob_barrier(ctx)); /* everything posted on 0 and 1 */
+
+	/* The receive being streamed into fails when rank 1 dies. */
+	xp_status_t st;
+	int rc = wait_for(&r_big, 30000, &st, "rank 0: 64 MiB receive from the dying rank 1");
+	int64_t failed_ns = xpi_now_ns();
+	expect_fail(rc, -ECONNRESET, "rank 1", "receive being streamed from rank 1");
+	int64_t kill_ns = atomic_load(&sh->kill_ns);
+	T_CHECK(kill_ns != 0); /* rank 1 did die by its own hand, not fail otherwise */
+	fprintf(stderr, "   rank 0 saw the death %.1f ms after the kill: %s\n",
+		(double)(failed_ns - kill_ns) / 1e6, xp_error_detail());
+	T_CHECK(failed_ns - kill_ns < 10 * 1000000000LL);
+
+	/* Every operation that names rank 1 failed with it. */
+	expect_fail(wait_for(&r_never, 10000, NULL, "pending exact receive"), -ECONNRESET, "rank 1",
+		    "pending exact receive from rank 1");
+	expect_fail(wait_for(&r_masked, 10000, NULL, "pending masked receive"), -ECONNRESET,
+		    "rank 1", "pending receive from rank 1 with a tag mask");
+	expect_fail(wait_for(&s_big, 10000, NULL, "64 MiB send to rank 1"), -ECONNRESET, "rank 1",
+		    "64 MiB send being streamed to rank 1");
+	expect_fail(wait_for(&s_unclaimed, 10000, NULL, "announced send"), -ECONNRESET, "rank 1",
+		    "announced send rank 1 never asked for");
+	/* The receive from any source stays: rank 2 may still send. */
+	T_EQ(xp_test(&r_any, NULL), 0);
+
+	/* Posted afterwards: fails at once. */
+	xp_request_t *r;
+	T_OK(xp_irecv(w, never, sizeof(never), 1, TAG_NEVER + 1, XP_TAG_EXACT, &r));
+	expect_fail(xp_test(&r, NULL), -ECONNRESET, "rank 1", "receive from rank 1 after death");
+	expect_fail(xp_send(w, small, 100, 1, TAG_NEVER), -ECONNRESET, "rank 1",
+		    "eager send to dead rank 1");
+	expect_fail(xp_send(w, unclaimed, EARLY_RNDV_LEN, 1, TAG_NEVER), -ECONNRESET, "rank 1",
+		    "rendezvous send to dead rank 1");
+
+	/* The eager messages that arrived before the death are whole and in
+	 * order; then receives fail. The first 16 went before the big RTS,
+	 * which arrived (its payload was flowing), so they did too. */
+	int got = 0;
+	for (;;) {
+		rc = xp_recv(w, small, sizeof(small), 1, TAG_EAGER, XP_TAG_EXACT, &st);
+		if (rc < 0)
+			break;
+		T_EQ(st.length, EAGER_LEN);
+		T_CHECK(check(small, EAGER_LEN, 7000u + (uint32_t)got) == 0);
+		got++;
+	}
+	expect_fail(rc, -ECONNRESET, "rank 1", "receive past the eager messages that arrived");
+	fprintf(stderr, "   %d of %d eager messages had arrived\n", got,
+		atomic_load(&sh->eager_sent));
+	T_CHECK(got >= 16 && got <= atomic_load(&sh->eager_sent));
+
+	/* Rank 2 is unaffected. */
+	T_OK(xp_send(w, "go", 3, 2, TAG_GO));
+	T_OK(wait_for(&r_any, 30000, &st, "any-source receive"));
+	T_EQ(st.source, 2);
+	T_EQ(st.length, sizeof(any));
+	T_CHECK(check(any, sizeof(any), 50) == 0);
+	pingpong(w, 0, 2, TAG_PP);
+
+	/* A rendezvous message rank 1 announced before it died: its payload
+	 * can no longer come, and the error names who failed to send it. */
+	rc = xp_recv(w, unclaimed, EARLY_RNDV_LEN, 1, TAG_EARLY_RNDV, XP_TAG_EXACT, &st);
+	expect_fail(rc, -ECONNRESET, "rank 1", "receive of a message announced by dead rank 1");
+
+	free(rbig);
+	free(sbig);
+	free(unclaimed);
+	xp_finalize(ctx);
+	return 0;
+}
+
+static int kill_rank1(xp_context_t *ctx, struct kill_shared *sh)
+{
+	xp_comm_t *w = xp_comm_world(ctx);
+	struct tcp_conn *c0 = &tcp_of(ctx)->conns[0];
+	uint8_t *sbig = malloc(BIG), *rbig = malloc(BIG), *early = malloc(EARLY_RNDV_LEN);
+	uint8_t *eager = malloc((size_t)MAX_EAGER * EAGER_LEN);
+	xp_request_t **er = calloc(MAX_EAGER, sizeof(*er));
+	T_CHECK(sbig != NULL && rbig != NULL && early != NULL && eager != NULL && er != NULL);
+	fill(sbig, BIG, 1);
+	fill(early, EARLY_RNDV_LEN, 3);
+	xp_request_t *r_back, *s_big, *s_early;
+	T_OK(xp_irecv(w, rbig, BIG, 0, TAG_BIG_BACK, XP_TAG_EXACT, &r_back));
+	int n = 0;
+	for (; n < 16; n++) {
+		fill(eager + (size_t)n * EAGER_LEN, EAGER_LEN, 7000u + (uint32_t)n);
+		T_OK(xp_isend(w, eager + (size_t)n * EAGER_LEN, EAGER_LEN, 0, TAG_EAGER, &er[n]));
+	}
+	T_OK(xp_isend(w, early, EARLY_RNDV_LEN, 0, TAG_EARLY_RNDV, &s_early));
+	T_OK(xp_isend(w, sbig, BIG, 0, TAG_BIG, &s_big));
+	T_OK(xp_oob_barrier(ctx));
+
+	/* Drive the streams, with more eager messages behind the big one,
+	 * until KILL_AFTER bytes of it are out; then die. */
+	int64_t until = now_ms() + 30000;
+	while (c0->bulk_tx_off < KILL_AFTER) {
+		xp_progress(ctx);
+		if (n < MAX_EAGER) {
+			fill(eager + (size_t)n * EAGER_LEN, EAGER_LEN, 7000u + (uint32_t)n);
+			T_OK(xp_isend(w, eager + (size_t)n * EAGER_LEN, EAGER_LEN, 0, TAG_EAGER,
+				      &er[n]));
+			n++;
+		}
+		if (xp_test(&s_big, NULL) != 0)
+			T_FAIL("rank 1: the 64 MiB send ended before %u bytes were seen out",
+			       KILL_AFTER);
+		if (now_ms() > until)
+			T_FAIL("rank 1: only %llu bytes of the 64 MiB send out after 30 s",
+			       (unsigned long long)c0->bulk_tx_off);
+	}
+	atomic_store(&sh->eager_sent, n);
+	atomic_store(&sh->kill_ns, xpi_now_ns());
+	raise(SIGKILL);
+	return 1;
+}
+
+static int kill_rank2(xp_context_t *ctx)
+{
+	xp_comm_t *w = xp_comm_world(ctx);
+	uint8_t any[64], go[3];
+	T_OK(xp_oob_barrier(ctx));
+	T_OK(xp_recv(w, go, sizeof(go), 0, TAG_GO, XP_TAG_EXACT, NULL));
+	fill(any, sizeof(any), 50);
+	T_OK(xp_send(w, any, sizeof(any), 0, TAG_ANY));
+	pingpong(w, 2, 0, TAG_PP);
+	/* Rank 2 lost rank 1 too, and says so. */
+	xp_request_t *r;
+	T_OK(xp_irecv(w, go, sizeof(go), 1, TAG_NEVER, XP_TAG_EXACT, &r));
+	expect_fail(wait_for(&r, 10000, NULL, "rank 2: receive from dead rank 1"), -ECONNRESET,
+		    "rank 1", "rank 2: receive from dead rank 1");
+	xp_finalize(ctx);
+	return 0;
+}
+
+static int kill_body(int rank, void *arg)
+{
+	xp_context_t *ctx = start(rank);
+	if (rank == 0)
+		return kill_rank0(ctx, arg);
+	if (rank == 1)
+		return kill_rank1(ctx, arg);
+	return kill_rank2(ctx);
+}
+
+static void zc_on(int rank, void *arg)
+{
+	(void)rank;
+	(void)arg;
+	setenv("XP_TCP_ZC", "on", 1);
+}
+
+static void test_kill(bool zc)
+{
+	struct kill_shared *sh =
+		mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	T_CHECK(sh != MAP_FAILED);
+	atomic_store(&sh->kill_ns, 0);
+	atomic_store(&sh->eager_sent, 0);
+	struct mproc_result res;
+	fprintf(stderr, "   (rank 1 kills itself: its signal 9 below is expected)\n");
+	mproc_run(3, kill_body, sh, 120, zc ? zc_on : NULL, &res);
+	T_CHECK(WIFEXITED(res.status[0]) && WEXITSTATUS(res.status[0]) == 0);
+	T_CHECK(WIFSIGNALED(res.status[1]) && WTERMSIG(res.status[1]) == SIGKILL);
+	T_CHECK(WIFEXITED(res.status[2]) && WEXITSTATUS(res.status[2]) == 0);
+	T_CHECK(atomic_load(&sh->kill_ns) != 0);
+	munmap(sh, sizeof(*sh));
+}
+
+/* ------------------------------------------------------------------------- */
+/* Malformed frames                                                           */
+
+enum bad_case {
+	BAD_MAGIC,
+	BAD_EAGER_TOO_LONG,
+	BAD_UNKNOWN_COMM,
+	BAD_CTS_UNANNOUNCED,
+	BAD_DATA_ON_CTL,
+	BAD_AFTER_GOOD, /* a valid eager frame, then one of another version */
+	BAD_BULK_ID,    /* the bulk channel: payload of a message never announced */
+	BAD_NCASES
+};
+
+static const char *const bad_names[] = {
+	"bad magic",
+	"EAGER longer than the eager limit",
+	"unknown communicator",
+	"CTS for a send never announced",
+	"DATA on the control channel",
+	"a valid frame, then another version",
+	"bulk payload for another message",
+};
+
+enum {
+	TAG_OK = 7,    /* rank 1 -> 0: only the valid frame of BAD_AFTER_GOOD */
+	TAG_BULK = 8,  /* rank 1 -> 0, rendezvous */
+	TAG_E2 = 9,    /* rank 2 -> 0, eager */
+	TAG_R2 = 10,   /* rank 2 -> 0, rendezvous */
+	TAG_LATE = 11, /* receives posted after the failure */
+};
+#define BULK_LEN 300000u
+#define R2_LEN (1u << 20)
+#define E2_LEN 3000u
+#define OK_LEN 40u
+
+static void send_raw(int fd, const void *p, size_t len)
+{
+	ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+	if (n != (ssize_t)len)
+		T_FAIL("send of %zu raw bytes: %zd (%s)", len, n, strerror(errno));
+}
+
+static int bad_rank1(xp_context_t *ctx, enum bad_case k)
+{
+	xp_comm_t *w = xp_comm_world(ctx);
+	struct tcp_conn *c = &tcp_of(ctx)->conns[0];
+	uint8_t out[64 + OK_LEN + 4096];
+	uint8_t *bulk = malloc(BULK_LEN);
+	T_CHECK(bulk != NULL);
+	memset(out, 0xa5, sizeof(out));
+	struct xpi_frame f = { .type = XPI_FRAME_EAGER, .comm = 0, .tag = 99 };
+	size_t len = XPI_FRAME_HDR_LEN;
+	T_OK(xp_oob_barrier(ctx)); /* rank 0's receives are posted */
+	/* Nothing of ours is queued or half sent on the control channel, so
+	 * what we write starts at a frame boundary. */
+	T_CHECK(c->tx_busy == 0 && c->tx_head == c->tx_tail && !c->dead);
+	xp_request_t *s = NULL;
+	switch (k) {
+	case BAD_MAGIC:
+		xpi_frame_pack(&f, out);
+		out[0] ^= 0xff;
+		break;
+	case BAD_EAGER_TOO_LONG:
+		f.payload_len = XPI_TCP_MAX_EAGER + 1;
+		f.msg_len = XPI_TCP_MAX_EAGER + 1;
+		xpi_frame_pack(&f, out);
+		len = sizeof(out); /* and some of that payload */
+		break;
+	case BAD_UNKNOWN_COMM:
+		f.comm = 5;
+		f.payload_len = 16;
+		f.msg_len = 16;
+		xpi_frame_pack(&f, out);
+		len += 16;
+		break;
+	case BAD_CTS_UNANNOUNCED:
+		f = (struct xpi_frame){ .type = XPI_FRAME_CTS, .id = 12345 };
+		xpi_frame_pack(&f, out);
+		break;
+	case BAD_DATA_ON_CTL:
+		f = (struct xpi_frame){ .type = XPI_FRAME_DATA, .msg_len = 0, .id = 0 };
+		xpi_frame_pack(&f, out);
+		break;
+	case BAD_AFTER_GOOD:
+		/* Exactly what our engine would send as its first message to 0. */
+		f = (struct xpi_frame){ .type = XPI_FRAME_EAGER,
+					.payload_len = OK_LEN,
+					.tag = TAG_OK,
+					.peer_seq = 0,
+					.msg_len = OK_LEN };
+		xpi_frame_pack(&f, out);
+		fill(out + XPI_FRAME_HDR_LEN, OK_LEN, TAG_OK);
+		f = (struct xpi_frame){ .type = XPI_FRAME_CREDIT };
+		xpi_frame_pack(&f, out + XPI_FRAME_HDR_LEN + OK_LEN);
+		out[XPI_FRAME_HDR_LEN + OK_LEN + 2] = XPI_WIRE_VERSION + 1;
+		len = 2 * XPI_FRAME_HDR_LEN + OK_LEN;
+		break;
+	case BAD_BULK_ID:
+		/* A DATA header for id 777 first on the bulk channel, then a real
+		 * rendezvous send: when rank 0 asks for its payload, it reads
+		 * ours. */
+		f = (struct xpi_frame){ .type = XPI_FRAME_DATA, .msg_len = BULK_LEN, .id = 777 };
+		xpi_frame_pack(&f, out);
+		send_raw(c->fd_bulk, out, XPI_FRAME_HDR_LEN);
+		fill(bulk, BULK_LEN, TAG_BULK);
+		T_OK(xp_isend(w, bulk, BULK_LEN, 0, TAG_BULK, &s));
+		len = 0;
+		break;
+	default:
+		T_FAIL("no case %d", (int)k);
+	}
+	if (len != 0)
+		send_raw(c->fd_ctl, out, len);
+
+	/* Rank 0 closes the connection: we see it closed. */
+	xp_request_t *r;
+	uint8_t b[16];
+	T_OK(xp_irecv(w, b, sizeof(b), 0, TAG_LATE, XP_TAG_EXACT, &r));
+	int rc = wait_for(&r, 10000, NULL, "rank 1: receive from rank 0, which closed on us");
+	if (rc == 0 || rc == -ETIMEDOUT)
+		T_FAIL("rank 1: receive from rank 0 returned %d, expected a connection error", rc);
+	T_CONTAINS(xp_error_detail(), "rank 0");
+	if (s != NULL) {
+		rc = wait_for(&s, 10000, NULL, "rank 1: rendezvous send to rank 0");
+		T_CHECK(rc < 0 && rc != -ETIMEDOUT);
+	}
+	T_OK(xp_oob_barrier(ctx)); /* rank 0 is done checking */
+	free(bulk);
+	xp_finalize(ctx);
+	return 0;
+}
+
+static int bad_rank0(xp_context_t *ctx, enum bad_case k)
+{
+	xp_comm_t *w = xp_comm_world(ctx);
+	uint8_t ok[OK_LEN], e2[E2_LEN], late[16];
+	uint8_t *bulk = malloc(BULK_LEN), *r2 = malloc(R2_LEN);
+	T_CHECK(bulk != NULL && r2 != NULL);
+	xp_request_t *r_ok, *r_bulk, *r_e2, *r_r2;
+	xp_status_t st;
+	T_OK(xp_irecv(w, ok, sizeof(ok), 1, TAG_OK, XP_TAG_EXACT, &r_ok));
+	T_OK(xp_irecv(w, bulk, BULK_LEN, 1, TAG_BULK, XP_TAG_EXACT, &r_bulk));
+	T_OK(xp_irecv(w, e2, sizeof(e2), 2, TAG_E2, XP_TAG_EXACT, &r_e2));
+	T_OK(xp_irecv(w, r2, R2_LEN, 2, TAG_R2, XP_TAG_EXACT, &r_r2));
+	T_OK(xp_oob_barrier(ctx));
+
+	int rc = wait_for(&r_ok, 10000, &st, "rank 0: receive from rank 1");
+	if (k == BAD_AFTER_GOOD) {
+		/* The valid frame before the bad one was delivered, intact. */
+		T_OK(rc);
+		T_EQ(st.length, OK_LEN);
+		T_CHECK(check(ok, OK_LEN, TAG_OK) == 0);
+	} else {
+		expect_fail(rc, -EPROTO, "rank 1", "receive from rank 1");
+		T_CONTAINS(xp_error_detail(), "malformed frame");
+	}
+	rc = wait_for(&r_bulk, 10000, &st, "rank 0: rendezvous receive from rank 1");
+	expect_fail(rc, -EPROTO, "rank 1", "rendezvous receive from rank 1");
+	T_CONTAINS(xp_error_detail(), "malformed frame");
+	fprintf(stderr, "   %s\n", xp_error_detail());
+
+	/* Rank 2's messages of the same moment are intact. */
+	T_OK(wait_for(&r_e2, 10000, &st, "rank 0: eager receive from rank 2"));
+	T_EQ(st.length, E2_LEN);
+	T_CHECK(check(e2, E2_LEN, TAG_E2) == 0);
+	T_OK(wait_for(&r_r2, 10000, &st, "rank 0: rendezvous receive from rank 2"));
+	T_EQ(st.length, R2_LEN);
+	T_CHECK(check(r2, R2_LEN, TAG_R2) == 0);
+
+	/* Rank 1 stays failed: new operations with it fail at once. */
+	xp_request_t *r;
+	T_OK(xp_irecv(w, late, sizeof(late), 1, TAG_LATE, XP_TAG_EXACT, &r));
+	expect_fail(xp_test(&r, NULL), -EPROTO, "rank 1", "receive from rank 1 afterwards");
+	expect_fail(xp_send(w, late, sizeof(late), 1, TAG_LATE), -EPROTO, "rank 1",
+		    "send to rank 1 afterwards");
+	pingpong(w, 0, 2, TAG_PP);
+	T_OK(xp_oob_barrier(ctx));
+	free(bulk);
+	free(r2);
+	xp_finalize(ctx);
+	return 0;
+}
+
+static int bad_rank2(xp_context_t *ctx)
+{
+	xp_comm_t *w = xp_comm_world(ctx);
+	uint8_t e2[E2_LEN];
+	uint8_t *r2 = malloc(R2_LEN);
+	T_CHECK(r2 != NULL);
+	fill(e2, E2_LEN, TAG_E2);
+	fill(r2, R2_LEN, TAG_R2);
+	T_OK(xp_oob_barrier(ctx));
+	/* At the moment rank 1 writes its bad bytes. */
+	xp_request_t *s1, *s2;
+	T_OK(xp_isend(w, e2, E2_LEN, 0, TAG_E2, &s1));
+	T_OK(xp_isend(w, r2, R2_LEN, 0, TAG_R2, &s2));
+	T_OK(xp_wait(&s1, XP_TIMEOUT_DEFAULT, NULL));
+	T_OK(xp_wait(&s2, XP_TIMEOUT_DEFAULT, NULL));
+	pingpong(w, 2, 0, TAG_PP);
+	T_OK(xp_oob_barrier(ctx));
+	free(r2);
+	xp_finalize(ctx);
+	return 0;
+}
+
+static int bad_body(int rank, void *arg)
+{
+	enum bad_case k = (enum bad_case)(intptr_t)arg;
+	xp_context_t *ctx = start(rank);
+	if (rank == 0)
+		return bad_rank0(ctx, k);
+	if (rank == 1)
+		return bad_rank1(ctx, k);
+	return bad_rank2(ctx);
+}
+
+static void test_malformed(void)
+{
+	for (int k = 0; k < BAD_NCASES; k++) {
+		fprintf(stderr, "   case: %s\n", bad_names[k]);
+		T_EQ(mproc_run(3, bad_body, (void *)(intptr_t)k, 60, NULL, NULL), 0);
+	}
+}
+
+/* ------------------------------------------------------------------------- */
+/* Strangers on the listeners after the job formed                           */
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	T_CHECK(d != NULL);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own fd */
+}
+
+/* Threads of this process, leaving out io_uring's own workers (iou-wrk-*,
+ * iou-sqp-*), which the kernel starts and ends as it pleases. */
+static int count_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	T_CHECK(d != NULL);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[300], comm[32] = "";
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (f != NULL) {
+			if (fgets(comm, sizeof(comm), f) == NULL)
+				comm[0] = '\0';
+			fclose(f);
+		}
+		n += strncmp(comm, "iou-", 4) != 0;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Every rank sends an eager and a rendezvous message to every other. */
+static void exchange_all(xp_context_t *ctx, uint32_t round)
+{
+	enum { NR = 3, E_LEN = 2000, R_LEN = 200000 };
+	xp_comm_t *w = xp_comm_world(ctx);
+	int me = xp_rank(ctx), n = xp_size(ctx);
+	T_CHECK(n == NR);
+	uint8_t *out = malloc(E_LEN + R_LEN), *in = malloc((size_t)NR * (E_LEN + R_LEN));
+	T_CHECK(out != NULL && in != NULL);
+	fill(out, E_LEN, round * 100 + (uint32_t)me);
+	fill(out + E_LEN, R_LEN, round * 100 + 50 + (uint32_t)me);
+	xp_request_t *rq[4 * NR];
+	int k = 0;
+	for (int p = 0; p < n; p++) {
+		if (p == me)
+			continue;
+		uint8_t *slot = in + (size_t)p * (E_LEN + R_LEN);
+		T_OK(xp_irecv(w, slot, E_LEN, p, round * 2, XP_TAG_EXACT, &rq[k++]));
+		T_OK(xp_irecv(w, slot + E_LEN, R_LEN, p, round * 2 + 1, XP_TAG_EXACT, &rq[k++]));
+		T_OK(xp_isend(w, out, E_LEN, p, round * 2, &rq[k++]));
+		T_OK(xp_isend(w, out + E_LEN, R_LEN, p, round * 2 + 1, &rq[k++]));
+	}
+	for (int i = 0; i < k; i++)
+		T_OK(xp_wait(&rq[i], XP_TIMEOUT_DEFAULT, NULL));
+	for (int p = 0; p < n; p++) {
+		if (p == me)
+			continue;
+		uint8_t *slot = in + (size_t)p * (E_LEN + R_LEN);
+		T_CHECK(check(slot, E_LEN, round * 100 + (uint32_t)p) == 0);
+		T_CHECK(check(slot + E_LEN, R_LEN, round * 100 + 50 + (uint32_t)p) == 0);
+	}
+	free(out);
+	free(in);
+}
+
+/* A nonblocking connect to @a; returns the fd, connected or on its way. */
+static int raw_connect(const struct sockaddr_in *a, int *err)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	T_CHECK(fd >= 0);
+	*err = 0;
+	if (connect(fd, (const struct sockaddr *)a, sizeof(*a)) < 0)
+		*err = errno;
+	return fd;
+}
+
+/* Waits (bounded) for a nonblocking connect; returns 0 or the errno. */
+static int raw_connected(int fd)
+{
+	int rc = xpi_sock_wait(fd, POLLOUT, xpi_deadline_in(5000));
+	if (rc < 0)
+		return -rc;
+	int err = 0;
+	socklen_t len = sizeof(err);
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+	return err;
+}
+
+#define MAX_STRANGERS 64
+
+static int stranger_body(int rank, void *arg)
+{
+	(void)arg;
+	xp_context_t *ctx = start(rank);
+	struct xpi_tcp *t = tcp_of(ctx);
+	struct sockaddr_in mine, all[3];
+	socklen_t len = sizeof(mine);
+	T_CHECK(getsockname(t->listen_fd, (struct sockaddr *)&mine, &len) == 0);
+	T_EQ(mine.sin_family, AF_INET);
+	T_OK(xp_oob_allgather(ctx, &mine, sizeof(mine), all));
+
+	exchange_all(ctx, 1);
+	int fds0 = count_fds(), thr0 = count_threads();
+	T_OK(xp_oob_barrier(ctx));
+
+	int sfd[MAX_STRANGERS], ns = 0;
+	if (rank == 2) {
+		uint8_t junk[65536];
+		for (size_t i = 0; i < sizeof(junk); i++)
+			junk[i] = (uint8_t)(i * 7 + 3);
+		for (int p = 0; p < 2; p++) {
+			int err;
+			/* Junk, as much as the socket takes. */
+			int fd = raw_connect(&all[p], &err);
+			T_CHECK(err == 0 || err == EINPROGRESS);
+			T_EQ(raw_connected(fd), 0);
+			(void)send(fd, junk, sizeof(junk), MSG_NOSIGNAL);
+			sfd[ns++] = fd;
+			/* Nothing at all. */
+			fd = raw_connect(&all[p], &err);
+			T_EQ(raw_connected(fd), 0);
+			sfd[ns++] = fd;
+			/* What looks like a frame. */
+			uint8_t fr[XPI_FRAME_HDR_LEN + 8];
+			struct xpi_frame f = {
+				.type = XPI_FRAME_EAGER, .payload_len = 8, .tag = 1, .msg_len = 8
+			};
+			xpi_frame_pack(&f, fr);
+			fd = raw_connect(&all[p], &err);
+			T_EQ(raw_connected(fd), 0);
+			T_EQ(send(fd, fr, sizeof(fr), MSG_NOSIGNAL), sizeof(fr));
+			sfd[ns++] = fd;
+			/* Junk, then a reset. */
+			fd = raw_connect(&all[p], &err);
+			T_EQ(raw_connected(fd), 0);
+			(void)send(fd, junk, 100, MSG_NOSIGNAL);
+			struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+			setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+			close(fd);
+			/* More connections than the listener's backlog. */
+			for (int i = 0; i < 2 * 3 + 8 + 4 && ns < MAX_STRANGERS; i++)
+				sfd[ns++] = raw_connect(&all[p], &err);
+		}
+		/* The bootstrap's rendezvous address: closed once the job formed. */
+		struct sockaddr_storage boot;
+		socklen_t blen;
+		char host[64], port[16];
+		T_OK(xpi_sock_split_hostport(getenv("XP_ADDR"), host, sizeof(host), port,
+					     sizeof(port)));
+		T_OK(xpi_sock_resolve(host, port, &boot, &blen));
+		int err, fd = raw_connect((struct sockaddr_in *)&boot, &err);
+		if (err == EINPROGRESS)
+			err = raw_connected(fd);
+		close(fd);
+		fprintf(stderr, "   connect to the bootstrap address after the job formed: %s\n",
+			err == 0 ? "accepted" : strerror(err));
+		T_EQ(err, ECONNREFUSED);
+	}
+	T_OK(xp_oob_barrier(ctx)); /* strangers in place */
+	exchange_all(ctx, 2);
+	if (rank != 2) {
+		/* The listener never accepts them: no fd, no thread. */
+		T_EQ(count_fds(), fds0);
+		T_EQ(count_threads(), thr0);
+	}
+	T_OK(xp_oob_barrier(ctx));
+	for (int i = 0; i < ns; i++)
+		close(sfd[i]);
+	T_OK(xp_oob_barrier(ctx)); /* strangers gone */
+	exchange_all(ctx, 3);
+	T_EQ(count_fds(), fds0);
+	T_EQ(count_threads(), thr0);
+	xp_finalize(ctx);
+	return 0;
+}
+
+static void test_stranger(void)
+{
+	T_EQ(mproc_run(3, stranger_body, NULL, 60, NULL, NULL), 0);
+}
+
+/* ------------------------------------------------------------------------- */
+/* A stranger in the accept queue while the transport sets up                 */
+
+/* Set in rank 0 of the setup test: what its stranger does. */
+static const char *setup_stranger;
+static int setup_stranger_fd = -1;
+
+/*
+ * Before rank 0 connects to rank 1's listener (its first connect: rank 0
+ * reaches the bootstrap by listening), a stranger connects there first,
+ * so rank 1 accepts it first.
+ */
+int __wrap_xpi_sock_connect(const struct sockaddr *sa, socklen_t salen, int64_t deadline_ns,
+			    int *fd)
+{
+	if (setup_stranger != NULL && setup_stranger_fd < 0 && sa->sa_family == AF_INET) {
+		int err;
+		setup_stranger_fd = raw_connect((const struct sockaddr_in *)sa, &err);
+		T_CHECK(err == 0 || err == EINPROGRESS);
+		T_EQ(raw_connected(setup_stranger_fd), 0);
+		if (strcmp(setup_stranger, "junk") == 0) {
+			static const char junk[] = "GET / HTTP/1.0\r\n\r\n and some more bytes";
+			T_EQ(send(setup_stranger_fd, junk, sizeof(junk), MSG_NOSIGNAL),
+			     sizeof(junk));
+		}
+	}
+	return __real_xpi_sock_connect(sa, salen, deadline_ns, fd);
+}
+
+static int setup_body(int rank, void *arg)
+{
+	if (rank == 0)
+		setup_stranger = arg;
+	int64_t t0 = now_ms();
+	xp_context_t *ctx;
+	int rc = xp_init(NULL, &ctx);
+	int64_t el = now_ms() - t0;
+	if (rc < 0)
+		T_FAIL("rank %d: xp_init with a %s stranger first in rank 1's accept queue failed "
+		       "after %lld ms: %s: %s",
+		       rank, (const char *)arg, (long long)el, xp_strerror(rc), xp_error_detail());
+	if (rank == 0)
+		T_CHECK(setup_stranger_fd >= 0); /* the stranger did go first */
+	fprintf(stderr, "   rank %d: job formed in %lld ms despite the %s stranger\n", rank,
+		(long long)el, (const char *)arg);
+	pingpong(xp_comm_world(ctx), rank, 1 - rank, TAG_PP);
+	xp_finalize(ctx);
+	if (setup_stranger_fd >= 0)
+		close(setup_stranger_fd);
+	return 0;
+}
+
+static void setup_timeout(int rank, void *arg)
+{
+	(void)rank;
+	(void)arg;
+	/* Long enough for a per-connection handshake bound of a few seconds
+	 * (the bootstrap's is 10 s), short enough to fail soon without one. */
+	setenv("XP_TIMEOUT_MS", "15000", 1);
+}
+
+static void test_setup_stranger(void)
+{
+	fprintf(stderr, "   a stranger that sends junk\n");
+	T_EQ(mproc_run(2, setup_body, "junk", 60, setup_timeout, NULL), 0);
+	fprintf(stderr, "   a stranger that sends nothing\n");
+	T_EQ(mproc_run(2, setup_body, "silent", 60, setup_timeout, NULL), 0);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The wrong job key                                                          */
+
+#define KEY_TIMEOUT_MS 3000
+
+static void key_env(int rank, void *arg)
+{
+	(void)arg;
+	char v[16];
+	snprintf(v, sizeof(v), "%d", KEY_TIMEOUT_MS);
+	setenv("XP_TIMEOUT_MS", v, 1);
+	if (rank == 1)
+		setenv("XP_JOB_KEY", "not-the-job-key", 1);
+}
+
+static int key_body(int rank, void *arg)
+{
+	(void)arg;
+	int64_t t0 = now_ms();
+	xp_context_t *ctx = NULL;
+	int rc = xp_init(NULL, &ctx);
+	int64_t el = now_ms() - t0;
+	fprintf(stderr, "   rank %d: xp_init returned %d after %lld ms: %s\n", rank, rc,
+		(long long)el, xp_error_detail());
+	T_CHECK(ctx == NULL);
+	if (rank == 0) {
+		/* Rank 0 refuses the stranger's key and waits for the real rank 1. */
+		expect_fail(rc, -ETIMEDOUT, "rank 1", "rank 0: xp_init");
+		T_CONTAINS(xp_error_detail(), "timed out");
+		T_CHECK(el >= KEY_TIMEOUT_MS - 100);
+	} else {
+		expect_fail(rc, -EACCES, "key", "rank 1: xp_init");
+	}
+	T_CHECK(el < KEY_TIMEOUT_MS + 2000);
+	return 0;
+}
+
+static void test_key(void)
+{
+	T_EQ(mproc_run(2, key_body, NULL, 30, key_env, NULL), 0);
+}
+
+int main(int argc, char **argv)
+{
+	struct io_uring ring;
+	int rc = io_uring_queue_init(4, &ring, 0);
+	if (rc < 0) {
+		printf("SKIP: io_uring is not available here: %s\n", strerror(-rc));
+		return T_SKIP;
+	}
+	io_uring_queue_exit(&ring);
+	const char *only = argc > 1 ? argv[1] : NULL;
+#define WANT(name) (only == NULL || strcmp(only, name) == 0)
+	if (WANT("kill")) {
+		fprintf(stderr, "-- a peer killed mid-transfer\n");
+		test_kill(false);
+	}
+	if (WANT("kill-zc")) {
+		fprintf(stderr, "-- a peer killed mid-transfer, zero-copy sends\n");
+		test_kill(true);
+	}
+	if (WANT("malformed")) {
+		fprintf(stderr, "-- malformed frames\n");
+		test_malformed();
+	}
+	if (WANT("stranger")) {
+		fprintf(stderr, "-- strangers on the listeners after the job formed\n");
+		test_stranger();
+	}
+	if (WANT("key")) {
+		fprintf(stderr, "-- a rank with the wrong job key\n");
+		test_key();
+	}
+	if (WANT("setup")) {
+		fprintf(stderr, "-- a stranger first in the accept queue during setup\n");
+		test_setup_stranger();
+	}
+	return 0;
+}
+
+#endif

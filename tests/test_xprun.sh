@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# xprun, the local launcher: environment and line prefixes, exit status
+# propagation, teardown of the other ranks (SIGTERM, then SIGKILL after the
+# grace period), Ctrl-C, kill -9 of xprun itself, and a real job formed
+# through the bootstrap. After each case no rank and no child of a rank may
+# be left (checked by pid in /proc). Where a rank fails on purpose, every
+# rank first forms the job through the bootstrap (--boot ends with a
+# barrier), so all of them are running, and printed their pids, by then.
+#
+# usage: test_xprun.sh XPRUN XPRUN_CHILD      exits 0 pass, 1 fail, 77 skip
+set -uo pipefail
+xprun=$1
+child=$2
+tmp=$(mktemp -d)
+bg=
+cleanup() {
+	[[ -n $bg ]] && kill -9 "$bg" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	for f in "$tmp"/out "$tmp"/err; do
+		[[ -f $f ]] && { echo "--- $f" >&2; cat "$f" >&2; }
+	done
+	exit 1
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# True if the process exists and is not a zombie.
+alive() {
+	local state
+	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+	[[ -n $state && $state != Z && $state != X ]]
+}
+
+# The pids a run printed ("ready R pid P", "grandchild R pid P").
+pids_in() { grep -hoE '(ready|grandchild) [0-9]+ pid [0-9]+' "$@" | awk '{print $4}'; }
+
+# Waits up to $1 seconds for every pid in the rest to be gone.
+expect_gone() {
+	local limit=$(($(now_ms) + $1 * 1000)) p
+	shift
+	for p in "$@"; do
+		while alive "$p"; do
+			(($(now_ms) < limit)) || fail "process $p is still alive"
+			sleep 0.02
+		done
+	done
+}
+
+# Waits up to 30 s until file $1 has $3 lines matching $2.
+wait_lines() {
+	local limit=$(($(now_ms) + 30000))
+	until (($(grep -cE "$2" "$1" 2>/dev/null || true) >= $3)); do
+		(($(now_ms) < limit)) || fail "no $3 lines like '$2' in $1"
+		sleep 0.02
+	done
+}
+
+run() { # run ARGS...: runs xprun, output in out/err, status in $rc
+	"$xprun" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+	rc=$?
+}
+
+echo "-- environment, prefixes, partial last lines"
+run -n 3 "$child" --print
+((rc == 0)) || fail "status $rc"
+for r in 0 1 2; do
+	grep -qE "^\[$r\] rank $r size 3 addr 127\.0\.0\.1:[0-9]+ key [0-9a-f]{32} listenfd " "$tmp/out" ||
+		fail "rank $r's environment line"
+	grep -qx "\[$r\] tail $r" "$tmp/out" || fail "rank $r's partial line was not flushed"
+	grep -qx "\[$r\] err $r" "$tmp/err" || fail "rank $r's stderr line"
+done
+grep -qE '^\[0\] rank 0 .* listenfd [0-9]+$' "$tmp/out" || fail "rank 0 has no listening socket"
+(($(grep -c 'listenfd (unset)' "$tmp/out") == 2)) || fail "only rank 0 may get the socket"
+(($(grep -oE 'key [0-9a-f]+' "$tmp/out" | sort -u | wc -l) == 1)) || fail "ranks got different keys"
+(($(grep -oE 'addr [0-9.:]+' "$tmp/out" | sort -u | wc -l) == 1)) || fail "ranks got different addresses"
+! grep -vqE '^\[[0-2]\] ' "$tmp/out" || fail "a line without prefix"
+key1=$(grep -oE 'key [0-9a-f]+' "$tmp/out" | head -1)
+run -n 1 "$child" --print
+[[ $(grep -oE 'key [0-9a-f]+' "$tmp/out") != "$key1" ]] || fail "the key is not random"
+
+echo "-- --key"
+run -n 2 --key sesame -- "$child" --print
+((rc == 0)) || fail "status $rc"
+(($(grep -c ' key sesame ' "$tmp/out") == 2)) || fail "--key not passed"
+
+echo "-- a rank's exit status, and the others stopped"
+t0=$(now_ms)
+run -n 4 "$child" --spawn --boot --hang --exit 2:3
+((rc == 3)) || fail "status $rc, expected 3"
+grep -qx "xprun: rank 2 exited with status 3" "$tmp/err" || fail "no report of rank 2"
+(($(grep -c '^xprun: rank' "$tmp/err") == 1)) || fail "more than the first failure reported"
+(($(now_ms) - t0 < 1900)) || fail "the others took the grace period to stop"
+mapfile -t pids < <(pids_in "$tmp/out")
+((${#pids[@]} == 8)) || fail "expected 4 ranks and 4 grandchildren, saw ${#pids[@]}"
+expect_gone 5 "${pids[@]}"
+
+echo "-- a rank killed by a signal"
+run -n 3 "$child" --boot --hang --kill 1:9
+((rc == 137)) || fail "status $rc, expected 137"
+grep -qx "xprun: rank 1 killed by signal 9 (SIGKILL)" "$tmp/err" || fail "no report of rank 1"
+mapfile -t pids < <(pids_in "$tmp/out")
+((${#pids[@]} == 3)) || fail "expected 3 ranks"
+expect_gone 5 "${pids[@]}"
+
+echo "-- ranks that ignore SIGTERM get SIGKILL after the grace period"
+t0=$(now_ms)
+run -n 3 "$child" --ignore-term --boot --hang --exit 0:5
+elapsed=$(($(now_ms) - t0))
+((rc == 5)) || fail "status $rc, expected 5"
+((elapsed >= 1900 && elapsed < 15000)) || fail "teardown took $elapsed ms, expected about 2000"
+mapfile -t pids < <(pids_in "$tmp/out")
+((${#pids[@]} == 3)) || fail "expected 3 ranks"
+expect_gone 5 "${pids[@]}"
+
+echo "-- SIGINT to xprun stops the job, children of ranks included"
+set -m # job control: the background job gets SIGINT like a foreground one would
+"$xprun" -n 3 "$child" --spawn --hang >"$tmp/out" 2>"$tmp/err" </dev/null &
+bg=$!
+set +m
+wait_lines "$tmp/out" '^\[[0-9]\] (ready|grandchild) ' 6
+kill -INT "$bg"
+wait "$bg"
+rc=$?
+bg=
+((rc == 130)) || fail "status $rc, expected 130"
+grep -q "xprun: got SIGINT, stopping the job" "$tmp/err" || fail "no message about SIGINT"
+mapfile -t pids < <(pids_in "$tmp/out")
+((${#pids[@]} == 6)) || fail "expected 3 ranks and 3 grandchildren"
+expect_gone 5 "${pids[@]}"
+
+echo "-- kill -9 of xprun takes the ranks along"
+set -m
+"$xprun" -n 3 "$child" --hang >"$tmp/out" 2>"$tmp/err" </dev/null &
+bg=$!
+set +m
+wait_lines "$tmp/out" '^\[[0-9]\] ready ' 3
+mapfile -t pids < <(pids_in "$tmp/out")
+kill -9 "$bg"
+{ wait "$bg"; } 2>/dev/null
+bg=
+expect_gone 5 "${pids[@]}"
+
+echo "-- leftovers of ranks that succeeded do not outlive the job"
+run -n 2 "$child" --spawn
+((rc == 0)) || fail "status $rc"
+mapfile -t pids < <(pids_in "$tmp/out")
+((${#pids[@]} == 4)) || fail "expected 2 ranks and 2 grandchildren"
+expect_gone 5 "${pids[@]}"
+
+echo "-- a job formed through the bootstrap"
+run -n 4 "$child" --boot
+((rc == 0)) || fail "status $rc"
+for r in 0 1 2 3; do
+	grep -qx "\[$r\] boot ok $r" "$tmp/out" || fail "rank $r did not form the job"
+done
+
+echo "-- usage errors and a missing program"
+run "$child"
+((rc == 2)) || fail "no -n: status $rc"
+run -n 0 "$child"
+((rc == 2)) || fail "-n 0: status $rc"
+run -n 2
+((rc == 2)) || fail "no program: status $rc"
+run -n 2 --bogus "$child"
+((rc == 2)) || fail "unknown option: status $rc"
+run -n 2 "$tmp/no-such-program"
+((rc == 127)) || fail "missing program: status $rc"
+grep -qE "^xprun: rank [01] exited with status 127" "$tmp/err" || fail "no report"
+grep -qE "^\[[01]\] xprun: cannot run " "$tmp/err" || fail "no reason"
+"$xprun" --help | grep -q "usage: xprun" || fail "--help"
+
+echo "all passed"
+exit 0

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A rank for tests/test_xprun.sh. It prints what it was given and then does
+ * what its options say:
+ *
+ *   --print        "rank R size S addr A key K listenfd F" on stdout, "err R"
+ *                  on stderr, and "tail R" on stdout without a newline
+ *   --boot         forms the job with the xport bootstrap, allgathers the
+ *                  ranks, and prints "boot ok R" after a barrier
+ *   --spawn        starts a child that sleeps ("grandchild R pid P")
+ *   --ignore-term  ignores SIGTERM
+ *   --exit R:C     rank R exits with status C
+ *   --kill R:S     rank R raises signal S
+ *   --hang         every rank not told otherwise waits until killed
+ *
+ * Every rank first prints "ready R pid P". An alarm ends it after 60 s
+ * whatever happens, so a broken xprun cannot leave it behind.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/bootstrap.h"
+
+static int env_int(const char *name)
+{
+	const char *s = getenv(name);
+	return s != NULL ? atoi(s) : -1;
+}
+
+static const char *env_str(const char *name)
+{
+	const char *s = getenv(name);
+	return s != NULL ? s : "(unset)";
+}
+
+static int boot(int rank)
+{
+	struct xpi_boot *b;
+	int rc = xpi_boot_create(20000, &b);
+	if (rc != 0) {
+		fprintf(stderr, "xpi_boot_create: %d\n", rc);
+		return 1;
+	}
+	int size = xpi_boot_size(b), me = xpi_boot_rank(b);
+	int *all = calloc((size_t)size, sizeof(int));
+	rc = all == NULL ? -1 : xpi_boot_allgather(b, &me, sizeof(me), all);
+	for (int r = 0; rc == 0 && r < size; r++)
+		if (all[r] != r)
+			rc = -1;
+	if (rc == 0)
+		rc = xpi_boot_barrier(b);
+	free(all);
+	xpi_boot_destroy(b);
+	if (rc != 0 || me != rank) {
+		fprintf(stderr, "bootstrap failed: %d\n", rc);
+		return 1;
+	}
+	printf("boot ok %d\n", rank);
+	return 0;
+}
+
+/* "R:V" naming this rank: writes V. */
+static int for_me(const char *arg, int rank, int *value)
+{
+	int r, v;
+	if (sscanf(arg, "%d:%d", &r, &v) != 2 || r != rank)
+		return 0;
+	*value = v;
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	int rank = env_int("XP_RANK");
+	int exit_code = -1, sig = -1, hang = 0;
+	alarm(60);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("ready %d pid %d\n", rank, (int)getpid());
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--print") == 0) {
+			printf("rank %d size %d addr %s key %s listenfd %s\n", rank,
+			       env_int("XP_SIZE"), env_str("XP_ADDR"), env_str("XP_JOB_KEY"),
+			       env_str("XP_BOOT_LISTEN_FD"));
+			fprintf(stderr, "err %d\n", rank);
+			printf("tail %d", rank);
+			fflush(stdout);
+		} else if (strcmp(argv[i], "--boot") == 0) {
+			if (boot(rank) != 0)
+				return 1;
+		} else if (strcmp(argv[i], "--spawn") == 0) {
+			/* The rank goes on only once the grandchild has printed,
+			 * so a test always sees both lines. */
+			int ready[2];
+			char c = 0;
+			if (pipe(ready) < 0)
+				return 1;
+			pid_t pid = fork();
+			if (pid == 0) {
+				alarm(60); /* alarms are not inherited */
+				printf("grandchild %d pid %d\n", rank, (int)getpid());
+				(void)!write(ready[1], &c, 1);
+				for (;;)
+					pause();
+			}
+			close(ready[1]);
+			if (pid < 0 || read(ready[0], &c, 1) != 1)
+				return 1;
+			close(ready[0]);
+		} else if (strcmp(argv[i], "--ignore-term") == 0) {
+			signal(SIGTERM, SIG_IGN);
+		} else if (strcmp(argv[i], "--exit") == 0 && i + 1 < argc) {
+			for_me(argv[++i], rank, &exit_code);
+		} else if (strcmp(argv[i], "--kill") == 0 && i + 1 < argc) {
+			for_me(argv[++i], rank, &sig);
+		} else if (strcmp(argv[i], "--hang") == 0) {
+			hang = 1;
+		} else {
+			fprintf(stderr, "xprun_child: unknown argument %s\n", argv[i]);
+			return 2;
+		}
+	}
+	if (sig > 0)
+		raise(sig);
+	if (exit_code >= 0)
+		return exit_code;
+	if (hang)
+		for (;;)
+			pause(); /* until xprun (or the alarm) ends it */
+	return 0;
+}
