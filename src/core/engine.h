@@ -160,6 +160,10 @@ struct xp_context {
 	struct xpi_msg *free_msgs; /* owner: descriptor cache */
 	void *local_job;           /* set if a local job owns this context */
 	struct xpi_boot *boot;     /* set for a rank of a networked job */
+	/* Out-of-band barrier and allgather of the job (xp_oob_*): set by
+	 * whoever formed the job (bootstrap or local job). */
+	int (*oob_barrier)(xp_context_t *ctx);
+	int (*oob_allgather)(xp_context_t *ctx, const void *mine, size_t len, void *all);
 	bool owned_by_job;
 	/* Statistics: written by the owner, read by anyone. */
 	_Atomic uint64_t st_sends, st_recvs, st_eager, st_rndv;
@@ -260,6 +264,10 @@ static inline uint64_t xpi_eager_cost(uint64_t len)
 /* --- descriptors --- */
 struct xpi_msg *xpi_msg_alloc(xp_context_t *ctx);
 void xpi_msg_free(xp_context_t *ctx, struct xpi_msg *m);
+
+/* --- out of band, for ranks of a networked job (oob.c) --- */
+int xpi_oob_boot_barrier(xp_context_t *ctx);
+int xpi_oob_boot_allgather(xp_context_t *ctx, const void *mine, size_t len, void *all);
 
 /* --- logging of failures --- */
 void xpi_set_thread_detail(const char *text);

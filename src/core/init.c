@@ -57,6 +57,8 @@ static int init_networked(const struct xpi_config *cfg, struct xpi_boot *boot, x
 		return rc;
 	}
 	ctx->boot = boot;
+	ctx->oob_barrier = xpi_oob_boot_barrier;
+	ctx->oob_allgather = xpi_oob_boot_allgather;
 	rc = xpi_self_attach(ctx);
 	if (rc == 0)
 		rc = xpi_tcp_attach(ctx, boot);

@@ -76,6 +76,8 @@ int xpi_local_job_create(int n, const struct xpi_config *cfg, xp_local_job_t **o
 		ip->ctx = job->ctxs[i];
 		job->pools[i] = job->ctxs[i]->pool;
 		job->ctxs[i]->local_job = job;
+		job->ctxs[i]->oob_barrier = xpi_local_oob_barrier;
+		job->ctxs[i]->oob_allgather = xpi_local_oob_allgather;
 		job->ctxs[i]->owned_by_job = true;
 		rc = xpi_context_add_tl(job->ctxs[i], &xpi_inproc_ops, ip);
 		if (rc < 0)

@@ -39,4 +39,8 @@ struct xp_local_job {
 
 void xpi_ring_drain(struct xpi_ring *ring);
 
+/* xp_oob_barrier and xp_oob_allgather of a local job (oob_local.c). */
+int xpi_local_oob_barrier(xp_context_t *ctx);
+int xpi_local_oob_allgather(xp_context_t *ctx, const void *mine, size_t len, void *all);
+
 #endif
