@@ -574,7 +574,7 @@ xport_detect() {
 		return 1
 	fi
 	# How xport-perf placed its ranks, in its own words (header on stderr).
-	XPORT_HEADER=$(grep -m3 -iE '^# .*(pinned|transport)' "$err")
+	XPORT_HEADER=$(grep -m3 -iE '^(\[[0-9]+\] )?# .*(pinned|transport)' "$err")
 	return 0
 }
 

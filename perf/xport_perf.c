@@ -1,25 +1,39 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * xport-perf: point-to-point latency and bandwidth of xport between two
- * ranks, beside what the machine itself allows (two threads ping-ponging one
- * cache line), so a number is never read without its yardstick.
+ * xport-perf: point-to-point latency, bandwidth and message rate of xport
+ * between two ranks, either two threads of this process (in-process
+ * transport, beside what the machine itself allows: two threads ping-ponging
+ * one cache line) or two processes started by a launcher (xprun, torchrun,
+ * Slurm, Open MPI), whose ranks talk over the transport xp_init() gave them.
  *
  * Method (the shape of ucx_perftest and the OSU tests, see STYLE.md):
  *  - lat: ping-pong. Each side posts its receive before the message it waits
  *    for can be sent, so the expected path is measured, not the unexpected
  *    one. One-way latency is half the round trip; p50 and p99 are taken over
  *    the iterations after a warmup.
- *  - bw: the receiver posts a window of receives, then tells the sender to
- *    go, and the sender issues a window of sends. Bandwidth is taken at the
- *    receiver: the window's bytes divided by the time from its go to the
- *    last completion (not from the first completion: see run_bw); the
- *    median over rounds is reported.
- *  - Control (start and end of each phase, handing over results) goes
- *    through a spinning barrier on C11 atomics between the two threads: no
- *    xport message is ever sent that is not measured, and no measured
- *    message carries control. A sleeping barrier would do, but waking a
- *    halted vCPU costs 10-20 us here (lab BASELINES.md) and would land on the
- *    first iteration after it.
+ *  - bw, rate: rank 1 posts every receive of a round, then lets rank 0 go,
+ *    and rank 0 sends the round's messages with at most a window of them in
+ *    flight. Bandwidth and message rate are taken at the receiver: the
+ *    round's bytes (messages) divided by the time from its go to the last
+ *    completion (not from the first completion: see run_stream); the median
+ *    over rounds is reported. rate is the same measurement over small
+ *    messages, reported in millions of messages a second.
+ *  - bibw: both ranks post their receives, both go, both send a round to
+ *    each other at once; each takes its own receive bandwidth, and the row
+ *    reports the median over rounds of their sum.
+ *  - In-process, a round is one window, as it always was. Between processes
+ *    a round is as many windows as it takes to make it long (thousands of
+ *    messages, or tens of MiB): its start is signalled through the control
+ *    channel, whose hop (~12 us here) must stay small beside the round.
+ *    A job of other than 2 ranks is refused (exit 2), not run with idlers.
+ *  - Control (start and end of each phase, handing over results) never goes
+ *    through the measured transport: no xport message is ever sent that is
+ *    not measured, and no measured message carries control. In-process it
+ *    is a spinning barrier on C11 atomics between the two threads (a
+ *    sleeping one would do, but waking a halted vCPU costs 10-20 us here,
+ *    lab BASELINES.md, and would land on the first iteration after it).
+ *    Between processes it is xp_oob_barrier(). Results and counters reach
+ *    rank 0, which alone prints, through xp_oob_allgather() in both cases.
  *  - Every received message is checked (length, source, tag, first and last
  *    byte, which change with every iteration), so a library that drops or
  *    misdelivers data fails the run instead of reporting a number.
@@ -44,19 +58,32 @@
 #define NRANKS 2
 #define DEFAULT_WINDOW 64
 #define MAX_SIZE ((size_t)1 << 30)
-/* The bw receiver keeps window x size bytes of receive buffers. */
+/* The receiver of a window keeps window x size bytes of receive buffers. */
 #define MAX_WINDOW_BYTES ((size_t)1 << 30)
 #define BASELINE_ITERS 100000
-/* Tags of measured messages. Nothing else is ever sent. */
-#define TAG_LAT 0x1a7
-#define TAG_BW 0xb3
+/* rate's default sizes: those of the default sweep up to this. */
+#define RATE_MAX_DEFAULT_SIZE 4096
+/* Between processes: a round holds at least this many messages, unless
+ * their receive buffers would pass NET_ROUND_BYTES (a window always fits). */
+#define NET_ROUND_MSGS 8192
+#define NET_ROUND_BYTES ((size_t)64 << 20)
+
+enum test_id { T_LAT, T_BW, T_BIBW, T_RATE, NTESTS };
+
+static const char *const test_name[NTESTS] = { "lat", "bw", "bibw", "rate" };
+/* Tags of measured messages, one per test. Nothing else is ever sent. */
+static const uint64_t test_tag[NTESTS] = { 0x1a7, 0xb3, 0xb1b3, 0x4a7e };
 
 static const size_t default_sizes[] = {
 	0, 8, 64, 256, 1000, 4096, 16384, 65536, 262144, 1048576, 4194304,
 };
 
+enum transport_choice { TR_AUTO, TR_INPROC, TR_TCP };
+
 struct opts {
-	bool lat, bw, json, progress;
+	bool test[NTESTS];
+	bool json, progress, pin, sizes_given;
+	int transport; /* enum transport_choice */
 	size_t *sizes;
 	int nsizes;
 	long iters; /* 0: chosen per size */
@@ -66,50 +93,76 @@ struct opts {
 /* One line of output. A negative figure means "not measured by this test". */
 struct row {
 	const char *test, *transport, *protocol;
+	const char *route_protocol; /* set when the counters disagree with it */
 	size_t size;
 	long iters;
-	int window; /* bw only */
+	int window;          /* windowed tests only */
+	long msgs_per_round; /* windowed tests only, per direction */
 	double p50_us, p99_us, bw_mbps, mmsg_s;
 };
 
-/* Sense-reversing barrier for the two rank threads: the control path. */
+/* Sense-reversing barrier for the two rank threads: the in-process control
+ * path. */
 struct spin_barrier {
 	_Alignas(64) _Atomic unsigned count;
 	_Alignas(64) _Atomic unsigned phase;
 };
 
+/* What each rank says about itself at the start (rank 0 prints it). */
+struct rank_info {
+	int32_t cpu;     /* CPU it is pinned to, or -1 */
+	int32_t pin_err; /* errno of the pinning call, or 0 */
+	int32_t ncpus;   /* CPUs it was allowed to run on */
+	int32_t pid;
+	char host[64];
+};
+
+/* What each rank reports after a test: its senders' protocol counters and
+ * what it still holds unexpected. */
+struct rank_report {
+	uint64_t eager, rndv, unexpected;
+};
+
 struct bench {
 	const struct opts *o;
+	bool net; /* ranks are processes (xp_init), not threads */
+	const char *launcher;
 	xp_config_t cfg;
-	xp_context_t *ctx[NRANKS];
-	int cpu[NRANKS];     /* the CPU each rank is pinned to, or -1 */
-	int pin_err[NRANKS]; /* pthread_setaffinity_np's error, or 0 */
+	int cpu[NRANKS];     /* in-process: the CPU each rank is pinned to, or -1 */
+	int pin_err[NRANKS]; /* in-process: pthread_setaffinity_np's error, or 0 */
 	struct spin_barrier bar;
 	double clock_ns; /* cost of one clock read */
-	/* Handed from the measuring thread to the printing one (rank 0)
-	 * between two barriers. */
-	struct row row;
-	xp_stats_t st_before[NRANKS];
-	double base_p50_us, lat8_p50_us;
-	/* The bw receiver's start signal: the number of the round it is ready
-	 * for. Alone on its line, as is the next. */
-	_Alignas(64) _Atomic long go;
+	double base_p50_us, lat8_p50_us, bw1m_mbps;
+	/* In-process, the receivers' start signals: the number of the round
+	 * each is ready for. Each alone on its line, as is the next. */
+	struct {
+		_Alignas(64) _Atomic long v;
+	} go[NRANKS];
 	/* The baseline's cache line. */
 	_Alignas(64) _Atomic uint64_t line;
 	char pad[64 - sizeof(uint64_t)];
 };
 
-/* What one rank thread owns. */
+/* What one rank (a thread in-process, the process otherwise) owns. */
 struct rank_state {
 	struct bench *b;
-	int rank;
+	int rank, peer;
+	xp_context_t *ctx;
+	xp_comm_t *comm;
 	pthread_t thread;
-	uint8_t *sbuf, *rbuf; /* lat, and the bw sender's buffer */
-	uint8_t *win;         /* bw receiver: window x largest size */
-	int64_t *ts;          /* lat: timestamps of rank 0 */
-	double *bw, *rate;    /* bw: MB/s and Mmsg/s of each round (rank 1) */
-	xp_request_t **reqs;  /* bw: the window */
-	long go_seq;          /* bw rounds run so far, counted alike by both ranks */
+	uint8_t *sbuf, *rbuf;   /* lat, and the senders' buffer */
+	uint8_t *win;           /* receivers of windowed tests: a round's buffers */
+	int64_t *ts;            /* lat: timestamps of rank 0 */
+	double *t_ns;           /* windowed tests: this rank's receive time per round */
+	double *t_all;          /* the same of every rank (NRANKS x rounds) */
+	double *sum;            /* rank 0: per-round figures to sort */
+	xp_request_t **sreqs;   /* the send window */
+	xp_request_t **rreqs;   /* a round's receives */
+	long go_seq;            /* in-process rounds run so far, counted alike by both */
+	bool sent;              /* sent since the last control operation (ctl_net) */
+	uint64_t bufs_at_start; /* pooled buffers in use before the tests */
+	xp_stats_t st_before;   /* counters at the start of the test */
+	struct rank_info info[NRANKS];
 };
 
 static FILE *hdr_out; /* header and summary: stdout, or stderr with --json */
@@ -117,9 +170,11 @@ static FILE *hdr_out; /* header and summary: stdout, or stderr with --json */
 /* ------------------------------------------------------------------------- */
 /* Failing                                                                   */
 
-/* A failure in one rank thread ends the process at once: the other thread
- * may be spinning in a barrier or waiting for a message that will never
- * come, and nothing it could still print would be trustworthy. */
+/* A failure ends the process at once: the other rank may be spinning in a
+ * barrier or waiting for a message that will never come, and nothing it
+ * could still print would be trustworthy. Between processes the peer then
+ * sees this rank's connections close and fails too (or, at worst, times out
+ * after XP_TIMEOUT_MS), so nothing hangs. */
 static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
 {
 	va_list ap;
@@ -133,7 +188,7 @@ static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt,
 	_exit(1);
 }
 
-static void die_xp(int rank, const char *call, int rc)
+static void __attribute__((noreturn)) die_xp(int rank, const char *call, int rc)
 {
 	const char *detail = xp_error_detail();
 	die("rank %d: %s failed: %s%s%s", rank, call, xp_strerror(rc), *detail ? ": " : "", detail);
@@ -149,27 +204,42 @@ static void die_xp(int rank, const char *call, int rc)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: xport-perf [lat|bw|all] [--json] [--sizes a,b,c] [--iters N] [--window N]\n"
-		"                  [--transport inproc] [--progress] [--help]\n"
+		"usage: xport-perf [lat|bw|bibw|rate|all] [--json] [--sizes a,b,c] [--iters N]\n"
+		"                  [--window N] [--transport inproc|tcp] [--no-pin] [--progress]\n"
 		"\n"
-		"Measures xport between two ranks that are threads of this process, pinned to\n"
-		"two CPUs when there are two.\n"
+		"Measures xport between two ranks: two threads of this process (in-process\n"
+		"transport), or, when a launcher started it (XP_RANK, RANK, SLURM_PROCID or\n"
+		"OMPI_COMM_WORLD_RANK set, e.g. `xprun -n 2 xport-perf`), this process's rank\n"
+		"of a job of two processes, over the transport xp_init() gives them. Only\n"
+		"rank 0 prints. Each rank is pinned to a CPU (in-process: the first two it\n"
+		"may use; processes: CPU rank %% N of the N it may use).\n"
 		"  lat          ping-pong latency (half the round trip, receive posted first),\n"
-		"               p50 and p99, beside two threads ping-ponging one cache line\n"
+		"               p50 and p99; in-process beside two threads ping-ponging one\n"
+		"               cache line\n"
 		"  bw           bandwidth of a window of sends, measured at the receiver\n"
-		"  all          both (the default)\n"
+		"  bibw         both ranks send to each other at once; the sum of both\n"
+		"               directions' receive bandwidth\n"
+		"  rate         message rate of small messages (Mmsg/s), as bw; default sizes\n"
+		"               up to %d B\n"
+		"  all          all four (the default)\n"
 		"  --json       JSON lines on stdout, one object per row; header on stderr\n"
 		"  --sizes L    message sizes in bytes, comma-separated, k/m/g suffixes (x1024)\n"
-		"  --iters N    lat: iterations per size; bw: rounds per size (default: by size)\n"
-		"  --window N   bw: sends in flight and receives posted per round (default %d)\n"
-		"  --transport T  only inproc in this build\n"
+		"  --iters N    lat: iterations per size; others: rounds per size (default: by\n"
+		"               size and transport)\n"
+		"  --window N   bw, bibw, rate: sends in flight (default %d)\n"
+		"  --transport T  inproc: two threads of this process (under a launcher, rank 0\n"
+		"               runs it and the other ranks exit at once); tcp: ranks started\n"
+		"               by a launcher, their peer reached over TCP. Default: under a\n"
+		"               launcher, whatever xp_init() chose (tcp today), else inproc.\n"
+		"               A job must have exactly 2 ranks; other sizes are refused\n"
+		"  --no-pin     leave the ranks where the scheduler puts them\n"
 		"  --progress   a line on stderr per size (the default when stderr is a tty)\n"
-		"Environment: XP_RNDV_THRESHOLD, XP_POOL_MAX_BYTES, XP_HUGEPAGES, ... (xport.h)\n",
-		DEFAULT_WINDOW);
+		"Environment: XP_TIMEOUT_MS, XP_RNDV_THRESHOLD, XP_POOL_MAX_BYTES, ... (xport.h)\n",
+		RATE_MAX_DEFAULT_SIZE, DEFAULT_WINDOW);
 }
 
 /* ------------------------------------------------------------------------- */
-/* Time, statistics, control                                                 */
+/* Time, statistics                                                          */
 
 static inline int64_t now_ns(void)
 {
@@ -213,6 +283,9 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* ------------------------------------------------------------------------- */
+/* Control path                                                              */
+
 /* Spinning is right with one busy thread per CPU; on a machine with fewer
  * CPUs than threads it would burn the peer's time slice, so after a while
  * give the CPU away. */
@@ -238,17 +311,149 @@ static void barrier_wait(struct spin_barrier *bar)
 	}
 }
 
-/* The bw sender waits for the receiver's go: a tight spin, because this
- * handoff is inside the measured interval. */
-static void wait_go(struct bench *b, long seq)
+/*
+ * Between processes, a control operation that follows this rank's sends
+ * runs on a helper thread while the rank's thread keeps calling
+ * xp_progress(). Why: over TCP an eager send completes as soon as its frame
+ * is queued, and frames queued behind a send still in the kernel go out
+ * only when the sender's engine next runs; xp_oob_barrier() and
+ * xp_oob_allgather() block on the bootstrap socket without running it (the
+ * local job's barrier does run it). A sender that went straight into the
+ * barrier would strand the tail of its round, and the receiver would wait
+ * for it until XP_TIMEOUT_MS (two xp_send() and an xp_oob_barrier() are
+ * enough). The helper is pinned with the rank (it inherits the affinity)
+ * and mostly sleeps in poll().
+ */
+struct ctl_op {
+	xp_context_t *ctx;
+	const void *mine;
+	void *all;
+	size_t len;
+	bool barrier;
+	int rc;
+	char detail[512]; /* xp_error_detail() is per thread: copied here */
+	_Atomic bool done;
+};
+
+static int ctl_op_run(struct ctl_op *op)
+{
+	int rc = op->barrier ? xp_oob_barrier(op->ctx) :
+			       xp_oob_allgather(op->ctx, op->mine, op->len, op->all);
+	if (rc < 0)
+		snprintf(op->detail, sizeof(op->detail), "%s", xp_error_detail());
+	return rc;
+}
+
+static void *ctl_thread(void *arg)
+{
+	struct ctl_op *op = arg;
+	op->rc = ctl_op_run(op);
+	atomic_store_explicit(&op->done, true, memory_order_release);
+	return NULL;
+}
+
+static void ctl_net(struct rank_state *rs, bool barrier, const void *mine, size_t len, void *all)
+{
+	struct ctl_op op = {
+		.ctx = rs->ctx, .mine = mine, .all = all, .len = len, .barrier = barrier
+	};
+	const char *call = barrier ? "xp_oob_barrier" : "xp_oob_allgather";
+	pthread_t thread;
+	if (!rs->sent) {
+		op.rc = ctl_op_run(&op);
+	} else {
+		rs->sent = false;
+		int rc = pthread_create(&thread, NULL, ctl_thread, &op);
+		if (rc != 0)
+			die("rank %d: pthread_create: %s", rs->rank, strerrordesc_np(rc));
+		for (unsigned idle = 0; !atomic_load_explicit(&op.done, memory_order_acquire);) {
+			if (xp_progress(rs->ctx) > 0)
+				idle = 0;
+			else if (++idle % 64 == 0)
+				sched_yield(); /* lets the helper run when its answer came */
+		}
+		pthread_join(thread, NULL);
+	}
+	if (op.rc < 0)
+		die("rank %d: %s failed: %s%s%s", rs->rank, call, xp_strerror(op.rc),
+		    *op.detail ? ": " : "", op.detail);
+}
+
+/* A barrier of both ranks, outside the measured transport. */
+static void ctl_barrier(struct rank_state *rs)
+{
+	if (rs->b->net)
+		ctl_net(rs, true, NULL, 0, NULL);
+	else
+		barrier_wait(&rs->b->bar);
+}
+
+/* Every rank's @len bytes, in rank order, into @all; outside the measured
+ * transport (a local job's xp_oob_allgather works through memory). */
+static void ctl_gather(struct rank_state *rs, const void *mine, size_t len, void *all)
+{
+	if (rs->b->net)
+		ctl_net(rs, false, mine, len, all);
+	else
+		XP_CHECK(rs->rank, xp_oob_allgather(rs->ctx, mine, len, all));
+}
+
+/* In-process: a sender waits for its receiver's go, a tight spin because
+ * this handoff is inside the measured interval. */
+static void wait_go(struct bench *b, int peer, long seq)
 {
 	unsigned spins = 0;
-	while (atomic_load_explicit(&b->go, memory_order_acquire) != seq) {
+	while (atomic_load_explicit(&b->go[peer].v, memory_order_acquire) != seq) {
 		if (++spins > SPINS_BEFORE_YIELD_TIGHT) {
 			sched_yield();
 			spins = 0;
 		}
 	}
+}
+
+/*
+ * Starts a round of a windowed test once every receive of it is posted.
+ * Returns the receiver's start time (0 for a rank that only sends).
+ *
+ * In-process: a barrier, then each receiver reads the clock and says go, and
+ * each sender waits for its peer's go: one cache-line handoff inside the
+ * interval (the baseline row), a small and known understatement of the
+ * bandwidth.
+ *
+ * Between processes there is no shared line; the go is a control barrier.
+ * A first barrier ("ready") lines the ranks up, so that neither rank's
+ * lateness lands in the other's interval. Then each receiver starts its
+ * clock at the latest moment it knows the peer cannot have sent yet: the
+ * barrier runs through rank 0 (a star: rank 0 leaves it when the others'
+ * contributions have arrived, the others when rank 0's answer has), so
+ * rank 1 reads the clock just before the "go" barrier and rank 0 just after
+ * it. Either way the interval includes one control-channel hop (tens of us):
+ * the figures are a slight understatement, and the rounds are made long
+ * enough (NET_ROUND_MSGS, NET_ROUND_BYTES) to keep it small.
+ */
+static int64_t round_start(struct rank_state *rs, bool sends, bool recvs)
+{
+	struct bench *b = rs->b;
+	int64_t t0 = 0;
+
+	if (!b->net) {
+		barrier_wait(&b->bar);
+		rs->go_seq++;
+		if (recvs) {
+			t0 = now_ns();
+			atomic_store_explicit(&b->go[rs->rank].v, rs->go_seq, memory_order_release);
+		}
+		if (sends)
+			wait_go(b, rs->peer, rs->go_seq);
+		return t0;
+	}
+	ctl_barrier(rs);
+	if (recvs && rs->rank != 0)
+		t0 = now_ns();
+	ctl_barrier(rs);
+	if (recvs && rs->rank == 0)
+		t0 = now_ns();
+	return t0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -301,10 +506,19 @@ static void wait_ok(int rank, xp_request_t **req, xp_status_t *st, const char *w
 /* ------------------------------------------------------------------------- */
 /* Plans                                                                     */
 
-static void lat_plan(const struct opts *o, size_t size, long *iters, long *warm)
+static void lat_plan(const struct bench *b, size_t size, long *iters, long *warm)
 {
-	if (o->iters > 0)
-		*iters = o->iters;
+	if (b->o->iters > 0)
+		*iters = b->o->iters;
+	else if (b->net)
+		/* Round trips over loopback TCP here: ~15 us for small
+		 * messages, ~1 ms at 1 MiB, ~6 ms at 4 MiB. The sweep takes
+		 * ~4 s and 8 B still gets 10^4 samples. */
+		*iters = size <= 4096    ? 10000 :
+			 size <= 65536   ? 2000 :
+			 size <= 262144  ? 1000 :
+			 size <= 1048576 ? 300 :
+					   100;
 	else if (size <= 4096)
 		*iters = 20000;
 	else if (size <= 65536)
@@ -316,22 +530,48 @@ static void lat_plan(const struct opts *o, size_t size, long *iters, long *warm)
 	*warm = *iters / 10;
 }
 
-static void bw_plan(const struct opts *o, size_t size, long *rounds, long *warm)
+/* Rounds, warmup rounds and windows per round of a windowed test whose
+ * messages go in @dirs directions (bibw: 2). */
+static void stream_plan(const struct bench *b, size_t size, int dirs, long *rounds, long *warm,
+			long *batch)
 {
-	if (o->iters > 0) {
-		*rounds = o->iters;
+	const struct opts *o = b->o;
+	const size_t per_window = size * (size_t)o->window;
+	if (!b->net) {
+		*batch = 1;
+		if (o->iters > 0) {
+			*rounds = o->iters;
+		} else {
+			/* About 1 GiB a size, within bounds that keep small
+			 * sizes statistically sound and big ones quick. */
+			long r = per_window != 0 ? (long)(((size_t)1 << 30) / per_window) : 2000;
+			*rounds = r < 10 ? 10 : (r > 2000 ? 2000 : r);
+		}
 	} else {
-		/* About 1 GiB a size, within bounds that keep small sizes
-		 * statistically sound and big ones quick. */
-		size_t per_round = size * (size_t)o->window;
-		long r = per_round != 0 ? (long)(((size_t)1 << 30) / per_round) : 2000;
-		*rounds = r < 10 ? 10 : (r > 2000 ? 2000 : r);
+		/* Byte budgets count both directions. */
+		const size_t moved = per_window * (size_t)dirs;
+		long by_msgs = (NET_ROUND_MSGS + o->window - 1) / o->window;
+		long by_bytes = moved != 0 ? (long)(NET_ROUND_BYTES / moved) : by_msgs;
+		*batch = by_msgs < by_bytes ? by_msgs : by_bytes;
+		if (*batch < 1)
+			*batch = 1;
+		if (o->iters > 0) {
+			*rounds = o->iters;
+		} else {
+			/* About 512 MiB a size, 10 to 40 rounds. Over loopback
+			 * TCP here a round is ~3 ms (8 B; the go's hop, ~12 us,
+			 * is 0.5% of it) to ~100 ms (4 MiB), and a default run
+			 * of every test takes ~15-25 s. */
+			size_t per_round = moved * (size_t)*batch;
+			long r = per_round != 0 ? (long)(((size_t)512 << 20) / per_round) : 40;
+			*rounds = r < 10 ? 10 : (r > 40 ? 40 : r);
+		}
 	}
 	*warm = *rounds / 10 > 0 ? *rounds / 10 : 1;
 }
 
 /* ------------------------------------------------------------------------- */
-/* Output                                                                    */
+/* Output (rank 0 only)                                                      */
 
 static void fmt_num(char *out, size_t len, double v, int prec)
 {
@@ -353,16 +593,15 @@ static void print_table_head(const struct opts *o)
 {
 	if (o->json)
 		return;
-	printf("%-5s %-19s %-8s %9s %7s %11s %11s %10s\n", "test", "transport", "protocol", "size",
-	       "iters", "lat_us_p50", "lat_us_p99", "bw_MBps");
+	printf("%-5s %-19s %-8s %9s %7s %11s %11s %10s %8s\n", "test", "transport", "protocol",
+	       "size", "iters", "lat_us_p50", "lat_us_p99", "bw_MBps", "Mmsg_s");
 	fflush(stdout);
 }
 
 static void print_row(const struct opts *o, const struct row *r)
 {
-	char p50[32], p99[32], bw[32];
+	char p50[32], p99[32], bw[32], rate[32];
 	if (o->json) {
-		char rate[32];
 		json_num(p50, sizeof(p50), r->p50_us, 3);
 		json_num(p99, sizeof(p99), r->p99_us, 3);
 		json_num(bw, sizeof(bw), r->bw_mbps, 1);
@@ -371,61 +610,94 @@ static void print_row(const struct opts *o, const struct row *r)
 		       "\"iters\":%ld,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"bw_MBps\":%s",
 		       r->test, r->transport, r->protocol, r->size, r->iters, p50, p99, bw);
 		if (r->window > 0)
-			printf(",\"window\":%d,\"Mmsg_per_s\":%s", r->window, rate);
+			printf(",\"window\":%d,\"msgs_per_round\":%ld,\"Mmsg_per_s\":%s", r->window,
+			       r->msgs_per_round, rate);
+		if (r->route_protocol != NULL)
+			printf(",\"route_protocol\":\"%s\"", r->route_protocol);
 		printf("}\n");
 	} else {
 		fmt_num(p50, sizeof(p50), r->p50_us, 3);
 		fmt_num(p99, sizeof(p99), r->p99_us, 3);
 		fmt_num(bw, sizeof(bw), r->bw_mbps, 1);
-		printf("%-5s %-19s %-8s %9zu %7ld %11s %11s %10s\n", r->test, r->transport,
-		       r->protocol, r->size, r->iters, p50, p99, bw);
+		fmt_num(rate, sizeof(rate), r->mmsg_s, 3);
+		printf("%-5s %-19s %-8s %9zu %7ld %11s %11s %10s %8s\n", r->test, r->transport,
+		       r->protocol, r->size, r->iters, p50, p99, bw, rate);
 	}
-	/* Rows appear as they are measured; the other thread waits meanwhile. */
+	/* Rows appear as they are measured; the other rank waits meanwhile. */
 	fflush(stdout);
 }
 
-static void progress(const struct opts *o, const char *test, size_t size)
+static void progress(const struct rank_state *rs, const char *test, size_t size)
 {
-	if (o->progress)
+	if (rs->rank == 0 && rs->b->o->progress)
 		fprintf(stderr, "xport-perf: %s %zu B ...\n", test, size);
 }
 
-/* Rank 0, between barriers: notes the counters before a test. */
-static void stats_before(struct bench *b)
+/* ------------------------------------------------------------------------- */
+/* Counters and routes                                                       */
+
+/* Every rank, before a test: notes its counters. */
+static void stats_before(struct rank_state *rs)
 {
-	for (int r = 0; r < NRANKS; r++)
-		XP_CHECK(0, xp_stats_get(b->ctx[r], &b->st_before[r]));
+	XP_CHECK(rs->rank, xp_stats_get(rs->ctx, &rs->st_before));
 }
 
 /*
- * Rank 0, between barriers: which protocol served the test's messages,
- * from the senders' counters, and a check that nothing was left behind.
+ * Every rank, after a test: brings each rank's protocol counters to rank 0,
+ * which checks that nothing was left behind and fills @r's transport and
+ * protocol: the route xp_route_get() gives for the size, cross-checked with
+ * what the senders counted.
  */
-static const char *stats_after(struct bench *b, const char *test, size_t size)
+static void stats_after(struct rank_state *rs, const char *test, size_t size, struct row *r)
 {
+	xp_stats_t st;
+	struct rank_report mine, all[NRANKS];
+	XP_CHECK(rs->rank, xp_stats_get(rs->ctx, &st));
+	mine = (struct rank_report){
+		.eager = st.eager_sends - rs->st_before.eager_sends,
+		.rndv = st.rndv_sends - rs->st_before.rndv_sends,
+		.unexpected = st.unexpected_now,
+	};
+	ctl_gather(rs, &mine, sizeof(mine), all);
+	if (rs->rank != 0)
+		return;
+
 	uint64_t eager = 0, rndv = 0;
-	for (int r = 0; r < NRANKS; r++) {
-		xp_stats_t st;
-		XP_CHECK(0, xp_stats_get(b->ctx[r], &st));
-		eager += st.eager_sends - b->st_before[r].eager_sends;
-		rndv += st.rndv_sends - b->st_before[r].rndv_sends;
+	for (int k = 0; k < NRANKS; k++) {
+		eager += all[k].eager;
+		rndv += all[k].rndv;
 		/* Every receive was posted before its send: a message left
 		 * queued means it went to the wrong receive, or nowhere. */
-		if (st.unexpected_now != 0)
+		if (all[k].unexpected != 0)
 			die("rank %d: %s %zu B: %" PRIu64
 			    " messages still unexpected after the test",
-			    r, test, size, st.unexpected_now);
+			    k, test, size, all[k].unexpected);
 	}
-	if (eager != 0 && rndv != 0)
-		return "mixed";
-	return rndv != 0 ? "rndv" : "eager";
+	xp_route_t route;
+	XP_CHECK(0, xp_route_get(rs->ctx, rs->peer, size, &route));
+	const char *counted = eager != 0 && rndv != 0 ? "mixed" : rndv != 0 ? "rndv" : "eager";
+	r->transport = route.transport;
+	r->protocol = route.protocol;
+	r->route_protocol = NULL;
+	if (strcmp(counted, route.protocol) != 0) {
+		/* Real, not an error: a sender out of eager credit with its
+		 * receiver switches to rendezvous (ARCHITECTURE.md). Show what
+		 * happened, and what the route promised. */
+		r->protocol = counted;
+		r->route_protocol = route.protocol;
+		fprintf(stderr,
+			"xport-perf: note: %s %zu B: the route says %s (rendezvous from %zu B) but "
+			"the senders counted %" PRIu64 " eager and %" PRIu64
+			" rendezvous sends; the row says %s\n",
+			test, size, route.protocol, route.rndv_threshold, eager, rndv, counted);
+	}
 }
 
 /* ------------------------------------------------------------------------- */
 /* Tests                                                                     */
 
 /* Two threads hand one cache line back and forth: the floor for any
- * shared-memory transport between these two CPUs. */
+ * shared-memory transport between these two CPUs. In-process only. */
 static void run_baseline(struct rank_state *rs)
 {
 	struct bench *b = rs->b;
@@ -433,7 +705,7 @@ static void run_baseline(struct rank_state *rs)
 	_Atomic uint64_t *line = &b->line;
 
 	if (rs->rank == 0) {
-		progress(b->o, "lat cacheline-baseline", sizeof(uint64_t));
+		progress(rs, "lat cacheline-baseline", sizeof(uint64_t));
 		atomic_store(line, 0);
 	}
 	barrier_wait(&b->bar);
@@ -472,7 +744,7 @@ static void run_baseline(struct rank_state *rs)
 		for (long i = 0; i < iters; i++)
 			rt[i] = rs->ts[warm + i + 1] - rs->ts[warm + i];
 		qsort(rt, (size_t)iters, sizeof(*rt), cmp_i64);
-		b->row = (struct row){
+		struct row row = {
 			.test = "lat",
 			.transport = "cacheline-baseline",
 			.protocol = b->o->json ? "none" : "-",
@@ -483,200 +755,364 @@ static void run_baseline(struct rank_state *rs)
 			.bw_mbps = -1,
 			.mmsg_s = -1,
 		};
-		b->base_p50_us = b->row.p50_us;
-		print_row(b->o, &b->row);
+		b->base_p50_us = row.p50_us;
+		print_row(b->o, &row);
 	}
 }
 
 static void run_lat(struct rank_state *rs, size_t size)
 {
 	struct bench *b = rs->b;
-	const int me = rs->rank, peer = 1 - me;
-	xp_comm_t *comm = xp_comm_world(b->ctx[me]);
+	const int me = rs->rank, peer = rs->peer;
+	const uint64_t tag = test_tag[T_LAT];
+	xp_comm_t *comm = rs->comm;
 	xp_request_t *rr = NULL, *sr;
 	xp_status_t st;
 	long iters, warm;
 
-	lat_plan(b->o, size, &iters, &warm);
+	lat_plan(b, size, &iters, &warm);
 	const long n = warm + iters;
-	if (me == 0) {
-		progress(b->o, "lat", size);
-		stats_before(b);
-	} else {
-		/* The first ping's receive is posted before rank 0 may send. */
-		XP_CHECK(me, xp_irecv(comm, rs->rbuf, size, peer, TAG_LAT, XP_TAG_EXACT, &rr));
-	}
-	barrier_wait(&b->bar);
+	progress(rs, "lat", size);
+	stats_before(rs);
+	if (me == 1) /* The first ping's receive is posted before rank 0 may send. */
+		XP_CHECK(me, xp_irecv(comm, rs->rbuf, size, peer, tag, XP_TAG_EXACT, &rr));
+	ctl_barrier(rs);
 	if (me == 0) {
 		for (long i = 0; i < n; i++) {
 			rs->ts[i] = now_ns();
 			stamp(rs->sbuf, size, i, me);
-			XP_CHECK(me,
-				 xp_irecv(comm, rs->rbuf, size, peer, TAG_LAT, XP_TAG_EXACT, &rr));
-			XP_CHECK(me, xp_isend(comm, rs->sbuf, size, peer, TAG_LAT, &sr));
+			XP_CHECK(me, xp_irecv(comm, rs->rbuf, size, peer, tag, XP_TAG_EXACT, &rr));
+			XP_CHECK(me, xp_isend(comm, rs->sbuf, size, peer, tag, &sr));
+			rs->sent = true;
 			wait_ok(me, &sr, NULL, "xp_wait (lat send)");
 			wait_ok(me, &rr, &st, "xp_wait (lat receive)");
-			check_recv(me, "lat", size, i, &st, rs->rbuf, peer, TAG_LAT);
+			check_recv(me, "lat", size, i, &st, rs->rbuf, peer, tag);
 		}
 		rs->ts[n] = now_ns();
 	} else {
 		for (long i = 0; i < n; i++) {
 			wait_ok(me, &rr, &st, "xp_wait (lat receive)");
-			check_recv(me, "lat", size, i, &st, rs->rbuf, peer, TAG_LAT);
+			check_recv(me, "lat", size, i, &st, rs->rbuf, peer, tag);
 			/* The next ping cannot be sent before this pong
 			 * arrives, so its receive is posted first. */
 			if (i + 1 < n)
-				XP_CHECK(me, xp_irecv(comm, rs->rbuf, size, peer, TAG_LAT,
-						      XP_TAG_EXACT, &rr));
+				XP_CHECK(me, xp_irecv(comm, rs->rbuf, size, peer, tag, XP_TAG_EXACT,
+						      &rr));
 			stamp(rs->sbuf, size, i, me);
-			XP_CHECK(me, xp_isend(comm, rs->sbuf, size, peer, TAG_LAT, &sr));
+			XP_CHECK(me, xp_isend(comm, rs->sbuf, size, peer, tag, &sr));
+			rs->sent = true;
 			wait_ok(me, &sr, NULL, "xp_wait (lat send)");
 		}
 	}
-	barrier_wait(&b->bar);
-	if (me == 0) {
-		int64_t *rt = rs->ts + warm;
-		for (long i = 0; i < iters; i++)
-			rt[i] = rs->ts[warm + i + 1] - rs->ts[warm + i];
-		qsort(rt, (size_t)iters, sizeof(*rt), cmp_i64);
-		b->row = (struct row){
-			.test = "lat",
-			.transport = "inproc",
-			.protocol = stats_after(b, "lat", size),
-			.size = size,
-			.iters = iters,
-			.p50_us = (double)rt[pct_index((size_t)iters, 50)] / 2e3,
-			.p99_us = (double)rt[pct_index((size_t)iters, 99)] / 2e3,
-			.bw_mbps = -1,
-			.mmsg_s = -1,
-		};
-		if (size == 8)
-			b->lat8_p50_us = b->row.p50_us;
-		print_row(b->o, &b->row);
-	}
+	struct row row = { 0 };
+	stats_after(rs, "lat", size, &row);
+	if (me != 0)
+		return;
+	int64_t *rt = rs->ts + warm;
+	for (long i = 0; i < iters; i++)
+		rt[i] = rs->ts[warm + i + 1] - rs->ts[warm + i];
+	qsort(rt, (size_t)iters, sizeof(*rt), cmp_i64);
+	row.test = "lat";
+	row.size = size;
+	row.iters = iters;
+	row.p50_us = (double)rt[pct_index((size_t)iters, 50)] / 2e3;
+	row.p99_us = (double)rt[pct_index((size_t)iters, 99)] / 2e3;
+	row.bw_mbps = -1;
+	row.mmsg_s = -1;
+	if (size == 8)
+		b->lat8_p50_us = row.p50_us;
+	print_row(b->o, &row);
 }
 
-static void run_bw(struct rank_state *rs, size_t size)
+/* Sends @n messages of the round, at most a window in flight. */
+static void send_round(struct rank_state *rs, uint64_t tag, size_t size, long n)
 {
-	struct bench *b = rs->b;
-	const int me = rs->rank, peer = 1 - me, w = b->o->window;
-	xp_comm_t *comm = xp_comm_world(b->ctx[me]);
-	xp_status_t st;
-	long rounds, warm;
-
-	bw_plan(b->o, size, &rounds, &warm);
-	if (me == 0) {
-		progress(b->o, "bw", size);
-		stats_before(b);
+	const int me = rs->rank, w = rs->b->o->window;
+	for (long i = 0; i < n; i++) {
+		xp_request_t **slot = &rs->sreqs[i % w];
+		if (i >= w)
+			wait_ok(me, slot, NULL, "xp_wait (send)");
+		XP_CHECK(me, xp_isend(rs->comm, rs->sbuf, size, rs->peer, tag, slot));
+		rs->sent = true;
 	}
-	for (long r = 0; r < warm + rounds; r++) {
-		if (me == 1) {
-			for (int k = 0; k < w; k++)
-				XP_CHECK(me, xp_irecv(comm, rs->win + (size_t)k * size, size, peer,
-						      TAG_BW, XP_TAG_EXACT, &rs->reqs[k]));
-		} else {
-			/* The previous round's sends have all completed, so
-			 * the buffer is ours again. */
-			stamp(rs->sbuf, size, r, me);
+	for (long i = n > w ? n - w : 0; i < n; i++)
+		wait_ok(me, &rs->sreqs[i % w], NULL, "xp_wait (send)");
+}
+
+/* Completes the round's @n receives in order; returns when the last did. */
+static int64_t recv_round(struct rank_state *rs, const char *test, uint64_t tag, size_t size,
+			  long round, long n)
+{
+	xp_status_t st;
+	for (long k = 0; k < n; k++) {
+		wait_ok(rs->rank, &rs->rreqs[k], &st, "xp_wait (receive)");
+		check_recv(rs->rank, test, size, round, &st, rs->win + (size_t)k * size, rs->peer,
+			   tag);
+	}
+	return now_ns();
+}
+
+/*
+ * Polls @req: 1 with @st when it completed, 0 if not yet. Once the loop
+ * has seen no completion for the context's timeout, waits for it with a
+ * deadline of 0 instead, so that the library cancels it and names what is
+ * stuck (peer, tag, what was last exchanged), and the run ends with that.
+ */
+static int poll_req(struct rank_state *rs, xp_request_t **req, xp_status_t *st, bool stalled,
+		    const char *what)
+{
+	int rc = stalled ? xp_wait(req, 0, st) : xp_test(req, st);
+	if (rc < 0)
+		die_xp(rs->rank, what, rc);
+	return stalled ? 1 : rc;
+}
+
+/*
+ * bibw: sends @n messages (a window in flight) while the round's @n
+ * receives complete; returns when the last receive did. One loop polls
+ * both, so neither direction waits for the other.
+ */
+static int64_t sendrecv_round(struct rank_state *rs, const char *test, uint64_t tag, size_t size,
+			      long round, long n)
+{
+	const int me = rs->rank, w = rs->b->o->window;
+	const int64_t limit = (int64_t)rs->b->cfg.timeout_ms * 1000000;
+	long posted = 0, sent = 0, got = 0;
+	int64_t t_last = 0, t_moved = now_ns();
+	unsigned idle = 0;
+	bool stalled = false;
+	xp_status_t st;
+
+	while (sent < n || got < n) {
+		bool moved = false;
+		while (posted < n && posted - sent < w) {
+			XP_CHECK(me, xp_isend(rs->comm, rs->sbuf, size, rs->peer, tag,
+					      &rs->sreqs[posted % w]));
+			posted++;
+			moved = true;
+			rs->sent = true;
 		}
-		/* Every receive of the round is posted before the first send. */
-		barrier_wait(&b->bar);
-		rs->go_seq++;
-		if (me == 0) {
-			wait_go(b, rs->go_seq);
-			for (int k = 0; k < w; k++)
-				XP_CHECK(me, xp_isend(comm, rs->sbuf, size, peer, TAG_BW,
-						      &rs->reqs[k]));
-			for (int k = 0; k < w; k++)
-				wait_ok(me, &rs->reqs[k], NULL, "xp_wait (bw send)");
+		while (sent < posted &&
+		       poll_req(rs, &rs->sreqs[sent % w], &st, stalled, "xp_wait (send)") == 1) {
+			sent++;
+			moved = true;
+			stalled = false;
+		}
+		while (got < n &&
+		       poll_req(rs, &rs->rreqs[got], &st, stalled, "xp_wait (receive)") == 1) {
+			check_recv(me, test, size, round, &st, rs->win + (size_t)got * size,
+				   rs->peer, tag);
+			if (++got == n)
+				t_last = now_ns();
+			moved = true;
+			stalled = false;
+		}
+		if (moved) {
+			idle = 0;
 			continue;
 		}
-		/*
-		 * The round runs from this go to the last completion. It cannot
-		 * start at the first completion: one progress call polls up to
-		 * a ring's worth of messages, so the receiver sees the whole
-		 * window complete at once (a 64 x 64 KiB window "took" 0.3 us).
-		 * The go costs one cache-line handoff (the baseline row), a
-		 * small and known understatement of the bandwidth.
-		 */
-		int64_t t0 = now_ns(), t1;
-		atomic_store_explicit(&b->go, rs->go_seq, memory_order_release);
-		for (int k = 0; k < w; k++) {
-			wait_ok(me, &rs->reqs[k], &st, "xp_wait (bw receive)");
-			check_recv(me, "bw", size, r, &st, rs->win + (size_t)k * size, peer,
-				   TAG_BW);
+		if (++idle % SPINS_BEFORE_YIELD != 0)
+			continue;
+		int64_t now = now_ns();
+		if (idle == SPINS_BEFORE_YIELD)
+			t_moved = now;
+		else if (now - t_moved > limit)
+			stalled = true;
+		sched_yield(); /* only matters when the ranks share a CPU */
+	}
+	return t_last;
+}
+
+/*
+ * bw, bibw, rate. A round: the receivers post all of its receives, the
+ * round starts (round_start), the senders send its messages with at most a
+ * window in flight, each receiver times it to its last completion.
+ *
+ * The interval cannot start at the first completion: one progress call
+ * takes in all the messages that arrived (in-process, up to a ring's worth;
+ * over TCP a coalesced batch), so the receiver sees many complete at once
+ * (in-process, a 64 x 64 KiB window "took" 0.3 us).
+ */
+static void run_stream(struct rank_state *rs, enum test_id t, size_t size)
+{
+	struct bench *b = rs->b;
+	const struct opts *o = b->o;
+	const int me = rs->rank, w = o->window;
+	const bool bidir = t == T_BIBW;
+	const bool sends = bidir || me == 0, recvs = bidir || me == 1;
+	const char *name = test_name[t];
+	const uint64_t tag = test_tag[t];
+	long rounds, warm, batch;
+
+	stream_plan(b, size, bidir ? 2 : 1, &rounds, &warm, &batch);
+	const long n = (long)w * batch; /* messages per round and direction */
+	progress(rs, name, size);
+	stats_before(rs);
+	for (long r = 0; r < warm + rounds; r++) {
+		if (recvs)
+			for (long k = 0; k < n; k++)
+				XP_CHECK(me, xp_irecv(rs->comm, rs->win + (size_t)k * size, size,
+						      rs->peer, tag, XP_TAG_EXACT, &rs->rreqs[k]));
+		/* The previous round's sends have all completed, so the
+		 * buffer is ours again. */
+		if (sends)
+			stamp(rs->sbuf, size, r, me);
+		int64_t t0 = round_start(rs, sends, recvs), t1 = 0;
+		if (bidir)
+			t1 = sendrecv_round(rs, name, tag, size, r, n);
+		else if (sends)
+			send_round(rs, tag, size, n);
+		else
+			t1 = recv_round(rs, name, tag, size, r, n);
+		if (r >= warm)
+			rs->t_ns[r - warm] = recvs ? (double)(t1 - t0 > 0 ? t1 - t0 : 1) : 0;
+	}
+	ctl_gather(rs, rs->t_ns, sizeof(double) * (size_t)rounds, rs->t_all);
+	struct row row = { 0 };
+	stats_after(rs, name, size, &row);
+	if (me != 0)
+		return;
+
+	/* Per round: the receivers' bandwidths added up (one receiver
+	 * unless bibw), then the median over rounds. */
+	double *bw = rs->sum, *rate = rs->sum + rounds;
+	for (long r = 0; r < rounds; r++) {
+		bw[r] = rate[r] = 0;
+		for (int k = 0; k < NRANKS; k++) {
+			double ns = rs->t_all[(size_t)k * (size_t)rounds + (size_t)r];
+			if (ns <= 0)
+				continue;
+			bw[r] += (double)n * (double)size * 1e3 / ns;
+			rate[r] += (double)n * 1e3 / ns;
 		}
-		t1 = now_ns();
-		if (r >= warm) {
-			double ns = (double)(t1 - t0 > 0 ? t1 - t0 : 1);
-			rs->bw[r - warm] = (double)w * (double)size * 1e3 / ns;
-			rs->rate[r - warm] = (double)w * 1e3 / ns;
-		}
 	}
-	if (me == 1) {
-		double *bw = rs->bw, *rate = rs->rate;
-		qsort(bw, (size_t)rounds, sizeof(double), cmp_double);
-		qsort(rate, (size_t)rounds, sizeof(double), cmp_double);
-		b->row = (struct row){
-			.test = "bw",
-			.transport = "inproc",
-			.size = size,
-			.iters = rounds,
-			.window = w,
-			.p50_us = -1,
-			.p99_us = -1,
-			.bw_mbps = bw[pct_index((size_t)rounds, 50)],
-			.mmsg_s = rate[pct_index((size_t)rounds, 50)],
-		};
-	}
-	barrier_wait(&b->bar);
-	if (me == 0) {
-		b->row.protocol = stats_after(b, "bw", size);
-		print_row(b->o, &b->row);
-	}
+	qsort(bw, (size_t)rounds, sizeof(double), cmp_double);
+	qsort(rate, (size_t)rounds, sizeof(double), cmp_double);
+	row.test = name;
+	row.size = size;
+	row.iters = rounds;
+	row.window = w;
+	row.msgs_per_round = n;
+	row.p50_us = -1;
+	row.p99_us = -1;
+	row.bw_mbps = bw[pct_index((size_t)rounds, 50)];
+	row.mmsg_s = rate[pct_index((size_t)rounds, 50)];
+	if (t == T_BW && size == 1048576)
+		b->bw1m_mbps = row.bw_mbps;
+	print_row(o, &row);
 }
 
 /* ------------------------------------------------------------------------- */
-/* Rank threads                                                              */
+/* Ranks                                                                     */
 
-static void print_header(struct bench *b)
+/* rate's sizes: the given ones, or the small ones of the default sweep. */
+static bool size_in_test(const struct opts *o, enum test_id t, size_t size)
 {
+	return t != T_RATE || o->sizes_given || size <= RATE_MAX_DEFAULT_SIZE;
+}
+
+static void print_pinning(const struct rank_state *rs)
+{
+	const struct bench *b = rs->b;
+	if (!b->o->pin) {
+		fprintf(hdr_out, "# ranks NOT pinned (--no-pin): the scheduler places them\n");
+		return;
+	}
+	if (!b->net) {
+		if (b->cpu[0] >= 0 && b->pin_err[0] == 0 && b->pin_err[1] == 0)
+			fprintf(hdr_out,
+				"# rank 0 pinned to CPU %d, rank 1 pinned to CPU %d "
+				"(pthread_setaffinity_np)\n",
+				b->cpu[0], b->cpu[1]);
+		else if (b->cpu[0] >= 0)
+			fprintf(hdr_out, "# ranks NOT pinned: pthread_setaffinity_np failed (%s)\n",
+				strerrordesc_np(b->pin_err[0] != 0 ? b->pin_err[0] :
+								     b->pin_err[1]));
+		else
+			fprintf(hdr_out,
+				"# ranks NOT pinned: fewer than 2 CPUs available; spinning "
+				"ranks share one CPU, expect poor figures\n");
+		return;
+	}
+	const struct rank_info *in = rs->info;
+	if (in[0].cpu >= 0 && in[1].cpu >= 0) {
+		fprintf(hdr_out,
+			"# rank 0 pinned to CPU %d, rank 1 pinned to CPU %d (sched_setaffinity: "
+			"CPU rank %% N of the N = %d, %d it may use)%s\n",
+			in[0].cpu, in[1].cpu, in[0].ncpus, in[1].ncpus,
+			in[0].cpu == in[1].cpu && strcmp(in[0].host, in[1].host) == 0 ?
+				"; SAME CPU: spinning ranks share it, expect poor figures" :
+				"");
+		return;
+	}
+	for (int k = 0; k < NRANKS; k++) {
+		if (in[k].cpu >= 0)
+			fprintf(hdr_out, "# rank %d pinned to CPU %d (sched_setaffinity)\n", k,
+				in[k].cpu);
+		else
+			fprintf(hdr_out, "# rank %d NOT pinned: sched_setaffinity failed (%s)\n", k,
+				strerrordesc_np(in[k].pin_err));
+	}
+}
+
+static void print_header(struct rank_state *rs)
+{
+	const struct bench *b = rs->b;
 	const struct opts *o = b->o;
 	xp_stats_t st;
-	XP_CHECK(0, xp_stats_get(b->ctx[0], &st));
-	fprintf(hdr_out,
-		"# xport-perf (xport %d.%d.%d): transport inproc, %d ranks as threads "
-		"of one process\n",
-		XP_VERSION_MAJOR, XP_VERSION_MINOR, XP_VERSION_PATCH, NRANKS);
-	if (b->cpu[0] >= 0 && b->pin_err[0] == 0 && b->pin_err[1] == 0)
+	xp_route_t route;
+	XP_CHECK(0, xp_stats_get(rs->ctx, &st));
+	XP_CHECK(0, xp_route_get(rs->ctx, rs->peer, 0, &route));
+	if (!b->net)
 		fprintf(hdr_out,
-			"# rank 0 pinned to CPU %d, rank 1 pinned to CPU %d "
-			"(pthread_setaffinity_np)\n",
-			b->cpu[0], b->cpu[1]);
-	else if (b->cpu[0] >= 0)
-		fprintf(hdr_out, "# ranks NOT pinned: pthread_setaffinity_np failed (%s)\n",
-			strerrordesc_np(b->pin_err[0] != 0 ? b->pin_err[0] : b->pin_err[1]));
+			"# xport-perf (xport %d.%d.%d): transport %s, %d ranks as threads of one "
+			"process\n",
+			XP_VERSION_MAJOR, XP_VERSION_MINOR, XP_VERSION_PATCH, route.transport,
+			NRANKS);
 	else
-		fprintf(hdr_out, "# ranks NOT pinned: fewer than 2 CPUs available; spinning "
-				 "ranks share one CPU, expect poor figures\n");
-	if (o->lat)
+		fprintf(hdr_out,
+			"# xport-perf (xport %d.%d.%d): transport %s between %d processes "
+			"(launcher: %s): rank 0 pid %d on %s, rank 1 pid %d on %s\n",
+			XP_VERSION_MAJOR, XP_VERSION_MINOR, XP_VERSION_PATCH, route.transport,
+			NRANKS, b->launcher, rs->info[0].pid, rs->info[0].host, rs->info[1].pid,
+			rs->info[1].host);
+	print_pinning(rs);
+	fprintf(hdr_out, "# control path: %s; results reach rank 0 by xp_oob_allgather\n",
+		b->net ? "xp_oob_barrier (rank 0's bootstrap service), not the measured transport" :
+			 "spinning barrier on C11 atomics between the two threads");
+	if (o->test[T_LAT])
 		fprintf(hdr_out, "# lat: one-way = half the round trip, receives posted first; "
 				 "p50/p99 over iters after iters/10 warmup;\n#      each round "
 				 "trip includes one clock read\n");
-	if (o->bw)
+	if (o->test[T_BW] || o->test[T_BIBW] || o->test[T_RATE]) {
 		fprintf(hdr_out,
-			"# bw: window %d, receives posted first, measured at the receiver "
-			"from its go to the last completion;\n#     MB/s = 10^6 B/s, "
-			"median of iters rounds\n",
+			"# bw/bibw/rate: window %d sends in flight, every receive of a round posted "
+			"first, measured at the receiver\n#   from its go to its last completion; "
+			"MB/s = 10^6 B/s, Mmsg_s = 10^6 messages/s, median of iters rounds;\n",
 			o->window);
-	char rndv[64];
+		if (b->net)
+			fprintf(hdr_out,
+				"#   a round is %d+ messages, or windows up to %zu MiB (both "
+				"directions); its go is a control\n#   barrier, whose hop "
+				"(~12 us here) lies inside the interval: a slight understatement\n",
+				NET_ROUND_MSGS, NET_ROUND_BYTES >> 20);
+		else
+			fprintf(hdr_out, "#   a round is one window; the go is one cache-line "
+					 "handoff inside the interval\n");
+		if (o->test[T_BIBW])
+			fprintf(hdr_out, "# bibw: both ranks send at once; bw_MBps and Mmsg_s are "
+					 "the sum of both directions\n");
+	}
+	char rndv[96];
 	if (b->cfg.rndv_threshold != 0)
 		snprintf(rndv, sizeof(rndv), "from %zu B (XP_RNDV_THRESHOLD)",
-			 b->cfg.rndv_threshold);
+			 route.rndv_threshold);
 	else
-		snprintf(rndv, sizeof(rndv), "at the transport's threshold (see protocol)");
+		snprintf(rndv, sizeof(rndv), "from %zu B (the %s transport's threshold)",
+			 route.rndv_threshold, route.transport);
 	fprintf(hdr_out,
-		"# rendezvous %s; pool on %s pages; clock CLOCK_MONOTONIC_RAW, %.0f ns a read\n",
+		"# rendezvous %s; rank 0's pool on %s pages; clock CLOCK_MONOTONIC_RAW, %.0f ns "
+		"a read\n",
 		rndv, st.pool_hugepages ? "hugetlb" : "ordinary", b->clock_ns);
 	fflush(hdr_out);
 	print_table_head(o);
@@ -693,70 +1129,108 @@ static void *alloc_touched(size_t len)
 	return p;
 }
 
-static void *rank_main(void *arg)
+static void *alloc_or_die(size_t len)
+{
+	void *p = calloc(len != 0 ? len : 1, 1);
+	if (p == NULL)
+		die("out of memory (%zu bytes)", len);
+	return p;
+}
+
+/* Buffers for the largest size of every test this rank takes part in. */
+static void alloc_buffers(struct rank_state *rs)
+{
+	const struct bench *b = rs->b;
+	const struct opts *o = b->o;
+	size_t max = 0, win = 0;
+	long max_n = 1, max_rounds = 1, max_msgs = 1;
+
+	if (o->test[T_LAT] && !b->net)
+		max_n = BASELINE_ITERS + BASELINE_ITERS / 10;
+	for (int i = 0; i < o->nsizes; i++) {
+		size_t size = o->sizes[i];
+		long n, w, batch;
+		max = size > max ? size : max;
+		if (o->test[T_LAT]) {
+			lat_plan(b, size, &n, &w);
+			max_n = n + w > max_n ? n + w : max_n;
+		}
+		for (int t = T_BW; t < NTESTS; t++) {
+			if (!o->test[t] || !size_in_test(o, t, size))
+				continue;
+			stream_plan(b, size, t == T_BIBW ? 2 : 1, &n, &w, &batch);
+			long msgs = (long)o->window * batch;
+			max_rounds = n > max_rounds ? n : max_rounds;
+			max_msgs = msgs > max_msgs ? msgs : max_msgs;
+			if (t == T_BIBW || rs->rank == 1)
+				win = (size_t)msgs * size > win ? (size_t)msgs * size : win;
+		}
+	}
+	rs->sbuf = alloc_touched(max);
+	rs->rbuf = alloc_touched(max);
+	rs->win = alloc_touched(win);
+	if (rs->rank == 0)
+		rs->ts = alloc_or_die(sizeof(*rs->ts) * (size_t)(max_n + 1));
+	rs->t_ns = alloc_or_die(sizeof(double) * (size_t)max_rounds);
+	rs->t_all = alloc_or_die(sizeof(double) * (size_t)max_rounds * NRANKS);
+	rs->sum = alloc_or_die(sizeof(double) * (size_t)max_rounds * 2);
+	rs->sreqs = alloc_or_die(sizeof(*rs->sreqs) * (size_t)o->window);
+	rs->rreqs = alloc_or_die(sizeof(*rs->rreqs) * (size_t)max_msgs);
+}
+
+static void free_buffers(struct rank_state *rs)
+{
+	free(rs->sbuf);
+	free(rs->rbuf);
+	free(rs->win);
+	free(rs->ts);
+	free(rs->t_ns);
+	free(rs->t_all);
+	free(rs->sum);
+	free(rs->sreqs);
+	free(rs->rreqs);
+}
+
+/* Runs every test as rank rs->rank; in-process on its own thread, between
+ * processes on the main thread. Only rank 0 prints. */
+static void run_rank(struct rank_state *rs)
+{
+	struct bench *b = rs->b;
+	const struct opts *o = b->o;
+
+	/* Buffers are allocated after pinning, so their pages come from the
+	 * rank's own node. */
+	alloc_buffers(rs);
+	ctl_barrier(rs);
+	if (rs->rank == 0)
+		print_header(rs);
+
+	if (o->test[T_LAT]) {
+		if (!b->net)
+			run_baseline(rs);
+		for (int i = 0; i < o->nsizes; i++)
+			run_lat(rs, o->sizes[i]);
+	}
+	for (int t = T_BW; t < NTESTS; t++)
+		for (int i = 0; o->test[t] && i < o->nsizes; i++)
+			if (size_in_test(o, (enum test_id)t, o->sizes[i]))
+				run_stream(rs, (enum test_id)t, o->sizes[i]);
+
+	ctl_barrier(rs);
+	free_buffers(rs);
+}
+
+static void *rank_thread(void *arg)
 {
 	struct rank_state *rs = arg;
 	struct bench *b = rs->b;
-	const struct opts *o = b->o;
-	size_t max = 0;
-	long max_n = BASELINE_ITERS + BASELINE_ITERS / 10, max_rounds = 1;
-
 	if (b->cpu[rs->rank] >= 0) {
 		cpu_set_t set;
 		CPU_ZERO(&set);
 		CPU_SET(b->cpu[rs->rank], &set);
 		b->pin_err[rs->rank] = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	}
-	/* Buffers are allocated after pinning, so their pages come from the
-	 * rank's own node. */
-	for (int i = 0; i < o->nsizes; i++) {
-		long n, w;
-		max = o->sizes[i] > max ? o->sizes[i] : max;
-		lat_plan(o, o->sizes[i], &n, &w);
-		max_n = n + w > max_n ? n + w : max_n;
-		bw_plan(o, o->sizes[i], &n, &w);
-		max_rounds = n > max_rounds ? n : max_rounds;
-	}
-	rs->sbuf = alloc_touched(max);
-	rs->rbuf = alloc_touched(max);
-	if (rs->rank == 0) {
-		rs->ts = malloc(sizeof(*rs->ts) * (size_t)(max_n + 1));
-		if (rs->ts == NULL)
-			die("out of memory");
-	}
-	if (o->bw) {
-		rs->reqs = calloc((size_t)o->window, sizeof(*rs->reqs));
-		if (rs->reqs == NULL)
-			die("out of memory");
-		if (rs->rank == 1) {
-			rs->win = alloc_touched(max * (size_t)o->window);
-			rs->bw = malloc(sizeof(double) * (size_t)max_rounds);
-			rs->rate = malloc(sizeof(double) * (size_t)max_rounds);
-			if (rs->bw == NULL || rs->rate == NULL)
-				die("out of memory");
-		}
-	}
-	barrier_wait(&b->bar);
-	if (rs->rank == 0)
-		print_header(b);
-
-	if (o->lat) {
-		run_baseline(rs);
-		for (int i = 0; i < o->nsizes; i++)
-			run_lat(rs, o->sizes[i]);
-	}
-	if (o->bw)
-		for (int i = 0; i < o->nsizes; i++)
-			run_bw(rs, o->sizes[i]);
-
-	barrier_wait(&b->bar);
-	free(rs->sbuf);
-	free(rs->rbuf);
-	free(rs->win);
-	free(rs->ts);
-	free(rs->bw);
-	free(rs->rate);
-	free(rs->reqs);
+	run_rank(rs);
 	return NULL;
 }
 
@@ -773,6 +1247,180 @@ static void choose_cpus(int cpu[NRANKS])
 			cpu[found++] = c;
 	if (found < NRANKS)
 		cpu[0] = cpu[1] = -1;
+}
+
+/* Between processes: pins this process (its one thread) to CPU @rank % N of
+ * the N it may run on. */
+static void pin_process(int rank, struct rank_info *info)
+{
+	cpu_set_t set, one;
+	info->cpu = -1;
+	info->pin_err = 0;
+	info->ncpus = 0;
+	if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+		info->pin_err = errno;
+		return;
+	}
+	info->ncpus = CPU_COUNT(&set);
+	for (int c = 0, k = 0; c < CPU_SETSIZE && info->ncpus > 0; c++) {
+		if (!CPU_ISSET(c, &set) || k++ != rank % info->ncpus)
+			continue;
+		CPU_ZERO(&one);
+		CPU_SET(c, &one);
+		if (sched_setaffinity(0, sizeof(one), &one) != 0)
+			info->pin_err = errno;
+		else
+			info->cpu = c;
+		return;
+	}
+}
+
+/* ------------------------------------------------------------------------- */
+/* Modes                                                                     */
+
+/* The launcher that started this process, from its rank variable, or NULL;
+ * *@rank0 says whether that variable names rank 0. */
+static const char *launcher_env(bool *rank0)
+{
+	static const char *const vars[][2] = {
+		{ "XP_RANK", "xprun or by hand (XP_RANK, XP_SIZE)" },
+		{ "RANK", "torchrun (RANK, WORLD_SIZE)" },
+		{ "SLURM_PROCID", "Slurm (SLURM_PROCID, SLURM_NTASKS)" },
+		{ "OMPI_COMM_WORLD_RANK", "Open MPI (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE)" },
+	};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i][0]);
+		if (v != NULL && *v != '\0') {
+			*rank0 = strspn(v, "0") == strlen(v);
+			return vars[i][1];
+		}
+	}
+	*rank0 = true;
+	return NULL;
+}
+
+static int main_inproc(struct bench *b)
+{
+	struct rank_state rs[NRANKS];
+	xp_local_job_t *job;
+	xp_context_t *ctx[NRANKS];
+	int rc = xp_local_job_create(NRANKS, &b->cfg, &job);
+	if (rc < 0)
+		die_xp(0, "xp_local_job_create", rc);
+	for (int r = 0; r < NRANKS; r++) {
+		rc = xp_local_job_context(job, r, &ctx[r]);
+		if (rc < 0)
+			die_xp(r, "xp_local_job_context", rc);
+	}
+	if (b->o->pin)
+		choose_cpus(b->cpu);
+	else
+		b->cpu[0] = b->cpu[1] = -1;
+	b->clock_ns = clock_cost_ns();
+
+	for (int r = 0; r < NRANKS; r++) {
+		rs[r] = (struct rank_state){
+			.b = b,
+			.rank = r,
+			.peer = 1 - r,
+			.ctx = ctx[r],
+			.comm = xp_comm_world(ctx[r]),
+		};
+		rc = pthread_create(&rs[r].thread, NULL, rank_thread, &rs[r]);
+		if (rc != 0)
+			die("pthread_create: %s", strerrordesc_np(rc));
+	}
+	for (int r = 0; r < NRANKS; r++)
+		pthread_join(rs[r].thread, NULL);
+
+	if (b->base_p50_us > 0 && b->lat8_p50_us >= 0)
+		fprintf(hdr_out,
+			"# summary: xport inproc 8 B one-way p50 %.3f us = %.1fx the "
+			"cache-line baseline (%.3f us)\n",
+			b->lat8_p50_us, b->lat8_p50_us / b->base_p50_us, b->base_p50_us);
+
+	/* Whatever a rank still holds now was lost by the library. */
+	for (int r = 0; r < NRANKS; r++) {
+		xp_stats_t st;
+		if (xp_stats_get(ctx[r], &st) == 0 && st.pool_bufs_in_use != 0)
+			fprintf(stderr,
+				"xport-perf: warning: rank %d still has %" PRIu64
+				" pooled buffers in use after all requests completed\n",
+				r, st.pool_bufs_in_use);
+	}
+	xp_local_job_destroy(job);
+	return 0;
+}
+
+static int main_net(struct bench *b)
+{
+	const struct opts *o = b->o;
+	struct rank_state rs = { .b = b };
+	struct rank_info mine = { 0 };
+	xp_context_t *ctx;
+	xp_route_t route;
+
+	int rc = xp_init(&b->cfg, &ctx);
+	if (rc < 0)
+		die("xp_init failed: %s%s%s", xp_strerror(rc), *xp_error_detail() ? ": " : "",
+		    xp_error_detail());
+	rs.rank = xp_rank(ctx);
+	if (xp_size(ctx) != NRANKS) {
+		/* Refused rather than leaving ranks idle: every rank says
+		 * the same, rank 0 alone prints it. */
+		if (rs.rank == 0)
+			fprintf(stderr,
+				"xport-perf: this job has %d rank%s; xport-perf measures between "
+				"exactly 2: start it with `xprun -n 2 xport-perf ...`%s\n",
+				xp_size(ctx), xp_size(ctx) == 1 ? "" : "s",
+				xp_size(ctx) == 1 ?
+					" (or run it without launcher variables, or with "
+					"--transport inproc, for two threads of one "
+					"process)" :
+					"");
+		xp_finalize(ctx);
+		return 2;
+	}
+	rs.peer = 1 - rs.rank;
+	rs.ctx = ctx;
+	rs.comm = xp_comm_world(ctx);
+	XP_CHECK(rs.rank, xp_route_get(ctx, rs.peer, 0, &route));
+	if (o->transport == TR_TCP && strcmp(route.transport, "tcp") != 0)
+		die("rank %d: --transport tcp, but xp_init() serves rank %d with transport '%s'",
+		    rs.rank, rs.peer, route.transport);
+
+	if (o->pin)
+		pin_process(rs.rank, &mine);
+	else
+		mine.cpu = -1;
+	mine.pid = (int32_t)getpid();
+	if (gethostname(mine.host, sizeof(mine.host)) != 0)
+		snprintf(mine.host, sizeof(mine.host), "?");
+	mine.host[sizeof(mine.host) - 1] = '\0';
+	ctl_gather(&rs, &mine, sizeof(mine), rs.info);
+	b->clock_ns = clock_cost_ns();
+
+	/* The transport keeps some pooled buffers for itself (TCP: its
+	 * provided-buffer ring); only more than that at the end is a leak. */
+	xp_stats_t st;
+	XP_CHECK(rs.rank, xp_stats_get(ctx, &st));
+	rs.bufs_at_start = st.pool_bufs_in_use;
+	run_rank(&rs);
+
+	if (rs.rank == 0 && b->lat8_p50_us >= 0)
+		fprintf(hdr_out, "# summary: xport %s 8 B one-way p50 %.3f us\n", route.transport,
+			b->lat8_p50_us);
+	if (rs.rank == 0 && b->bw1m_mbps >= 0)
+		fprintf(hdr_out, "# summary: xport %s 1 MiB bw %.1f MB/s\n", route.transport,
+			b->bw1m_mbps);
+	if (xp_stats_get(ctx, &st) == 0 && st.pool_bufs_in_use > rs.bufs_at_start)
+		fprintf(stderr,
+			"xport-perf: warning: rank %d has %" PRIu64
+			" pooled buffers in use after all requests completed, %" PRIu64
+			" before the tests\n",
+			rs.rank, st.pool_bufs_in_use, rs.bufs_at_start);
+	xp_finalize(ctx);
+	return 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -843,6 +1491,7 @@ static int parse_sizes(const char *arg, struct opts *o)
 		fprintf(stderr, "xport-perf: --sizes needs at least one size\n");
 		return -EINVAL;
 	}
+	o->sizes_given = true;
 	return 0;
 }
 
@@ -860,7 +1509,15 @@ static bool parse_long(const char *s, long min, long max, long *out)
 /* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_JSON = 256, OPT_SIZES, OPT_ITERS, OPT_WINDOW, OPT_TRANSPORT, OPT_PROGRESS };
+	enum {
+		OPT_JSON = 256,
+		OPT_SIZES,
+		OPT_ITERS,
+		OPT_WINDOW,
+		OPT_TRANSPORT,
+		OPT_PROGRESS,
+		OPT_NO_PIN,
+	};
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "sizes", required_argument, NULL, OPT_SIZES },
@@ -868,13 +1525,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "window", required_argument, NULL, OPT_WINDOW },
 		{ "transport", required_argument, NULL, OPT_TRANSPORT },
 		{ "progress", no_argument, NULL, OPT_PROGRESS },
+		{ "no-pin", no_argument, NULL, OPT_NO_PIN },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	long v;
 	int c;
 
-	*o = (struct opts){ .lat = true, .bw = true, .window = DEFAULT_WINDOW };
+	*o = (struct opts){ .window = DEFAULT_WINDOW, .pin = true };
 	o->progress = isatty(STDERR_FILENO) == 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -895,26 +1553,30 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->iters = v;
 			break;
 		case OPT_WINDOW:
-			/* Bandwidth runs from the first completion to the
-			 * last: a window of one has no interval. */
-			if (!parse_long(optarg, 2, 65536, &v)) {
+			if (!parse_long(optarg, 1, 65536, &v)) {
 				fprintf(stderr,
-					"xport-perf: --window wants a count from 2 to 65536\n");
+					"xport-perf: --window wants a count from 1 to 65536\n");
 				return 2;
 			}
 			o->window = (int)v;
 			break;
 		case OPT_TRANSPORT:
-			if (strcmp(optarg, "inproc") != 0) {
+			if (strcmp(optarg, "inproc") == 0) {
+				o->transport = TR_INPROC;
+			} else if (strcmp(optarg, "tcp") == 0) {
+				o->transport = TR_TCP;
+			} else {
 				fprintf(stderr,
-					"xport-perf: unknown transport '%s'; "
-					"this build has: inproc\n",
+					"xport-perf: unknown transport '%s' (inproc or tcp)\n",
 					optarg);
 				return 2;
 			}
 			break;
 		case OPT_PROGRESS:
 			o->progress = true;
+			break;
+		case OPT_NO_PIN:
+			o->pin = false;
 			break;
 		case 'h':
 			usage(stdout);
@@ -926,14 +1588,19 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (optind < argc) {
 		const char *t = argv[optind++];
-		if (strcmp(t, "lat") == 0) {
-			o->bw = false;
-		} else if (strcmp(t, "bw") == 0) {
-			o->lat = false;
-		} else if (strcmp(t, "all") != 0) {
-			fprintf(stderr, "xport-perf: unknown test '%s' (lat, bw or all)\n", t);
+		bool all = strcmp(t, "all") == 0, known = all;
+		for (int k = 0; k < NTESTS; k++) {
+			o->test[k] = all || strcmp(t, test_name[k]) == 0;
+			known |= o->test[k];
+		}
+		if (!known) {
+			fprintf(stderr,
+				"xport-perf: unknown test '%s' (lat, bw, bibw, rate or all)\n", t);
 			return 2;
 		}
+	} else {
+		for (int k = 0; k < NTESTS; k++)
+			o->test[k] = true;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "xport-perf: unexpected argument '%s'; try --help\n", argv[optind]);
@@ -946,14 +1613,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			return 2;
 		memcpy(o->sizes, default_sizes, sizeof(default_sizes));
 	}
-	if (o->bw) {
-		for (int i = 0; i < o->nsizes; i++) {
+	for (int t = T_BW; t < NTESTS; t++) {
+		for (int i = 0; o->test[t] && i < o->nsizes; i++) {
 			if (o->sizes[i] > MAX_WINDOW_BYTES / (size_t)o->window) {
 				fprintf(stderr,
-					"xport-perf: bw: a window of %d messages of %zu B needs "
+					"xport-perf: %s: a window of %d messages of %zu B needs "
 					"more than %zu MiB of receive buffers; lower --window "
 					"or --sizes\n",
-					o->window, o->sizes[i], MAX_WINDOW_BYTES >> 20);
+					test_name[t], o->window, o->sizes[i],
+					MAX_WINDOW_BYTES >> 20);
 				return 2;
 			}
 		}
@@ -965,13 +1633,30 @@ int main(int argc, char **argv)
 {
 	struct opts o;
 	struct bench *b;
-	struct rank_state rs[NRANKS];
-	xp_local_job_t *job;
+	bool rank0;
 	int rc = parse_args(argc, argv, &o);
 
 	if (rc != 0) {
 		free(o.sizes);
 		return rc == 1 ? 0 : 2;
+	}
+	const char *launcher = launcher_env(&rank0);
+	if (o.transport == TR_TCP && launcher == NULL) {
+		fprintf(stderr,
+			"xport-perf: --transport tcp measures between two processes, and no "
+			"launcher started this one (none of XP_RANK, RANK, SLURM_PROCID, "
+			"OMPI_COMM_WORLD_RANK is set): start it with `xprun -n 2 xport-perf ... "
+			"--transport tcp` (or by hand: XP_RANK=0|1 XP_SIZE=2 XP_ADDR=127.0.0.1:PORT "
+			"XP_JOB_KEY=K in each of two processes)\n");
+		free(o.sizes);
+		return 2;
+	}
+	bool net = launcher != NULL && o.transport != TR_INPROC;
+	if (launcher != NULL && !net && !rank0) {
+		/* --transport inproc under a launcher: rank 0's process runs
+		 * the in-process benchmark, the others have nothing to do. */
+		free(o.sizes);
+		return 0;
 	}
 	hdr_out = o.json ? stderr : stdout;
 	b = aligned_alloc(64, (sizeof(*b) + 63) & ~(size_t)63);
@@ -979,45 +1664,12 @@ int main(int argc, char **argv)
 		die("out of memory");
 	memset(b, 0, sizeof(*b));
 	b->o = &o;
-	b->base_p50_us = b->lat8_p50_us = -1;
+	b->net = net;
+	b->launcher = launcher;
+	b->base_p50_us = b->lat8_p50_us = b->bw1m_mbps = -1;
 	xp_config_init(&b->cfg);
-	rc = xp_local_job_create(NRANKS, &b->cfg, &job);
-	if (rc < 0)
-		die_xp(0, "xp_local_job_create", rc);
-	for (int r = 0; r < NRANKS; r++) {
-		rc = xp_local_job_context(job, r, &b->ctx[r]);
-		if (rc < 0)
-			die_xp(r, "xp_local_job_context", rc);
-	}
-	choose_cpus(b->cpu);
-	b->clock_ns = clock_cost_ns();
-
-	for (int r = 0; r < NRANKS; r++) {
-		rs[r] = (struct rank_state){ .b = b, .rank = r };
-		rc = pthread_create(&rs[r].thread, NULL, rank_main, &rs[r]);
-		if (rc != 0)
-			die("pthread_create: %s", strerrordesc_np(rc));
-	}
-	for (int r = 0; r < NRANKS; r++)
-		pthread_join(rs[r].thread, NULL);
-
-	if (b->base_p50_us > 0 && b->lat8_p50_us >= 0)
-		fprintf(hdr_out,
-			"# summary: xport inproc 8 B one-way p50 %.3f us = %.1fx the "
-			"cache-line baseline (%.3f us)\n",
-			b->lat8_p50_us, b->lat8_p50_us / b->base_p50_us, b->base_p50_us);
-
-	/* Whatever a rank still holds now was lost by the library. */
-	for (int r = 0; r < NRANKS; r++) {
-		xp_stats_t st;
-		if (xp_stats_get(b->ctx[r], &st) == 0 && st.pool_bufs_in_use != 0)
-			fprintf(stderr,
-				"xport-perf: warning: rank %d still has %" PRIu64
-				" pooled buffers in use after all requests completed\n",
-				r, st.pool_bufs_in_use);
-	}
-	xp_local_job_destroy(job);
+	rc = net ? main_net(b) : main_inproc(b);
 	free(b);
 	free(o.sizes);
-	return 0;
+	return rc;
 }

@@ -232,8 +232,36 @@ static int alltoall_body(int rank, void *arg)
 	return 0;
 }
 
+/* Eager sends complete once queued; queued frames must still leave when
+ * the sender next blocks out of band or finalizes without progressing. */
+static int send_then_block_body(int rank, void *arg)
+{
+	(void)arg;
+	xp_context_t *ctx = start(rank);
+	xp_comm_t *w = xp_comm_world(ctx);
+	uint8_t buf[64] = { 0 };
+	for (int i = 0; i < 200; i++) {
+		if (rank == 0)
+			T_OK(xp_send(w, buf, sizeof(buf), 1, 7));
+		else
+			T_OK(xp_recv(w, buf, sizeof(buf), 0, 7, XP_TAG_EXACT, NULL));
+	}
+	T_OK(xp_oob_barrier(ctx));
+	if (rank == 0) {
+		for (int i = 0; i < 200; i++)
+			T_OK(xp_send(w, buf, sizeof(buf), 1, 8));
+	} else {
+		for (int i = 0; i < 200; i++)
+			T_OK(xp_recv(w, buf, sizeof(buf), 0, 8, XP_TAG_EXACT, NULL));
+	}
+	xp_finalize(ctx); /* rank 0 right after its last send */
+	return 0;
+}
+
 int main(void)
 {
+	fprintf(stderr, "-- sends then an out-of-band barrier / finalize\n");
+	T_EQ(mproc_run(2, send_then_block_body, NULL, 60, NULL, NULL), 0);
 	fprintf(stderr, "-- sizes\n");
 	T_EQ(mproc_run(2, sizes_body, NULL, 120, NULL, NULL), 0);
 	fprintf(stderr, "-- features\n");

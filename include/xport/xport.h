@@ -281,8 +281,8 @@ typedef struct xp_stats {
 	uint64_t unexpected_bytes_now;    /* payload bytes buffered for them */
 	uint64_t unexpected_bytes_max;    /* high-water mark of that */
 	uint64_t pool_bytes;              /* bytes reserved by the pool */
-	uint64_t pool_bufs_in_use;        /* pooled buffers currently taken */
-	int pool_hugepages;               /* 1 if the pool is backed by hugetlb pages */
+	uint64_t pool_bufs_in_use; /* pooled buffers taken, also those transports keep posted */
+	int pool_hugepages;        /* 1 if the pool is backed by hugetlb pages */
 } xp_stats_t;
 
 /** Fills @stats with the rank's counters. */

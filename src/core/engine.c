@@ -6,10 +6,12 @@
  * xpi_owner_release() runs with the token held.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "compiler.h"
 #include "engine.h"
 #include "log.h"
@@ -56,6 +58,26 @@ int xpi_owner_release(xp_context_t *ctx)
 		if (!xpi_mpsc_maybe_nonempty(&ctx->cmdq) || !xpi_owner_try_acquire(ctx))
 			return n;
 		n += drain_cmdq(ctx);
+	}
+}
+
+int xpi_engine_flush(xp_context_t *ctx, int timeout_ms)
+{
+	int64_t deadline = xpi_now_ns() + (int64_t)timeout_ms * 1000000;
+	for (;;) {
+		bool pending = false;
+		if (xpi_owner_try_acquire(ctx)) {
+			xpi_engine_run(ctx);
+			pending = ctx->npending != 0;
+			for (int i = 0; i < ctx->ntls && !pending; i++)
+				pending = ctx->tls[i].ops->tx_pending(ctx->tls[i].tl);
+			xpi_owner_release(ctx);
+			if (!pending)
+				return 0;
+		}
+		if (xpi_now_ns() > deadline)
+			return -ETIMEDOUT;
+		sched_yield();
 	}
 }
 

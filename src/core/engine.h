@@ -195,6 +195,11 @@ int xpi_engine_run(xp_context_t *ctx);
  * over meanwhile. Returns the events run after the first release. */
 int xpi_owner_release(xp_context_t *ctx);
 
+/* Runs the engine until no transport holds output back and no send waits
+ * for room, or @timeout_ms passes (-ETIMEDOUT). For calls that then block
+ * outside the transports. */
+int xpi_engine_flush(xp_context_t *ctx, int timeout_ms);
+
 /* Hands a command to the owner, running it at once if the token is free. */
 void xpi_engine_submit(xp_context_t *ctx, struct xpi_cmd *cmd);
 

@@ -99,7 +99,9 @@ XPI_EXPORT void xp_finalize(xp_context_t *ctx)
 	/* Everyone stops sending before anyone closes: a rank that finalizes
 	 * early must not look like a dead peer to the others. Bounded by the
 	 * bootstrap's timeout if some rank never gets here. */
-	int rc = xpi_boot_barrier(ctx->boot);
+	int rc = xpi_engine_flush(ctx, ctx->cfg.timeout_ms);
+	if (rc == 0)
+		rc = xpi_boot_barrier(ctx->boot);
 	if (rc < 0)
 		xpi_log(XPI_LOG_WARN, "rank %d: xp_finalize: not every rank reached it: %s",
 			ctx->rank, xp_strerror(rc));

@@ -21,6 +21,8 @@ XPI_EXPORT int xp_oob_barrier(xp_context_t *ctx)
 {
 	if (ctx == NULL)
 		return -EINVAL;
+	/* Messages sent before the barrier must not wait for it to end. */
+	xpi_engine_flush(ctx, ctx->cfg.timeout_ms);
 	return ctx->oob_barrier(ctx);
 }
 
@@ -28,6 +30,7 @@ XPI_EXPORT int xp_oob_allgather(xp_context_t *ctx, const void *mine, size_t len,
 {
 	if (ctx == NULL || (len != 0 && (mine == NULL || all == NULL)))
 		return -EINVAL;
+	xpi_engine_flush(ctx, ctx->cfg.timeout_ms);
 	return ctx->oob_allgather(ctx, mine, len, all);
 }
 

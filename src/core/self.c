@@ -123,6 +123,7 @@ const struct xpi_tl_ops xpi_self_ops = {
 	.msg_release = xpi_local_msg_release,
 	.progress = self_progress,
 	.block = xpi_tl_block_yield,
+	.tx_pending = xpi_tl_tx_pending_none,
 	.destroy = self_destroy,
 };
 

@@ -24,3 +24,9 @@ void xpi_tl_block_yield(void *tl, int64_t timeout_ns)
 	(void)timeout_ns;
 	sched_yield();
 }
+
+bool xpi_tl_tx_pending_none(void *tl)
+{
+	(void)tl;
+	return false;
+}

@@ -27,6 +27,7 @@
 #ifndef XPI_TRANSPORT_H
 #define XPI_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -109,6 +110,12 @@ struct xpi_tl_ops {
 	 */
 	void (*block)(void *tl, int64_t timeout_ns);
 
+	/* True while the transport holds output it has not handed to the
+	 * kernel or the peer yet (eager frames queued behind a send in flight):
+	 * the engine runs until it is false before blocking outside the
+	 * transport (xp_oob_*, xp_finalize), or the output would wait for it. */
+	bool (*tx_pending)(void *tl);
+
 	/* Destroys the transport instance. Called once, by the last owner. */
 	void (*destroy)(void *tl);
 };
@@ -118,5 +125,7 @@ int xpi_tl_mem_reg_none(void *tl, void *addr, size_t len, void **handle);
 void xpi_tl_mem_dereg_none(void *tl, void *handle);
 /* For transports with nothing to sleep on: yields the CPU. */
 void xpi_tl_block_yield(void *tl, int64_t timeout_ns);
+/* For transports that never hold output back. */
+bool xpi_tl_tx_pending_none(void *tl);
 
 #endif

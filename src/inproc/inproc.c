@@ -278,6 +278,7 @@ const struct xpi_tl_ops xpi_inproc_ops = {
 	.msg_release = xpi_local_msg_release,
 	.progress = inproc_progress,
 	.block = xpi_tl_block_yield,
+	.tx_pending = xpi_tl_tx_pending_none,
 	.destroy = inproc_destroy,
 };
 

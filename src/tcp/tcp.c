@@ -138,13 +138,9 @@ static int tcp_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 		.len = msg->len,
 		.id = (uint64_t)(uintptr_t)msg->rndv,
 	};
-	struct xpi_frame f = { .type = XPI_FRAME_CTS, .comm = msg->u.key.comm, .id = x->id };
-	if (tcp_ctl_queue(c, &f, NULL) < 0) {
-		free(x);
-		return -ENOBUFS; /* control queue full; fails this receive */
-	}
 	xpi_dlist_push_tail(&c->bulk_rx, &x->link);
-	tcp_ctl_flush(c);
+	c->cts_waiting++;
+	tcp_cts_queue_waiting(c);
 	tcp_bulk_arm(c);
 	io_uring_submit(&t->ring);
 	return 1; /* tcp_bulk_received() finishes it */
@@ -278,6 +274,18 @@ static void tcp_block(void *tlp, int64_t timeout_ns)
 	(void)io_uring_wait_cqe_timeout(&t->ring, &cqe, &ts); /* progress takes it */
 }
 
+static bool tcp_tx_pending(void *tlp)
+{
+	struct xpi_tcp *t = tlp;
+	for (int p = 0; p < t->nconn; p++) {
+		const struct tcp_conn *c = conn_of(t, p);
+		if (c->fd_ctl >= 0 && !c->dead &&
+		    (c->tx_busy != 0 || c->tx_tail != c->tx_head || c->cts_waiting != 0))
+			return true;
+	}
+	return false;
+}
+
 static void tcp_destroy(void *tlp)
 {
 	tcp_setup_destroy(tlp);
@@ -295,5 +303,6 @@ const struct xpi_tl_ops xpi_tcp_ops = {
 	.msg_release = tcp_msg_release,
 	.progress = tcp_progress,
 	.block = tcp_block,
+	.tx_pending = tcp_tx_pending,
 	.destroy = tcp_destroy,
 };

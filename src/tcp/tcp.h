@@ -68,6 +68,7 @@ struct tcp_bulk_rx {
 	uint64_t cap; /* bytes that go to dst; the rest is read and dropped */
 	uint64_t len;
 	uint64_t id;
+	bool cts_queued; /* its clear-to-send is in the control queue */
 };
 
 struct tcp_conn {
@@ -115,8 +116,11 @@ struct tcp_conn {
 	struct iovec bulk_iov[2];
 	struct msghdr bulk_msg;
 
-	/* Bulk channel, receiving. */
+	/* Bulk channel, receiving: payloads asked for, in the order the peer
+	 * sends them; those whose CTS found the control queue full have it
+	 * queued as soon as there is room, still in order. */
 	struct xpi_dlink bulk_rx;
+	unsigned cts_waiting;
 	bool bulk_rx_busy;
 	uint8_t bulk_rx_hdr[XPI_FRAME_HDR_LEN];
 	uint64_t bulk_rx_off; /* bytes of header + payload read */
@@ -162,6 +166,7 @@ void tcp_ctl_sent(struct tcp_conn *c, int res);
 void tcp_bulk_start(struct tcp_conn *c);
 void tcp_bulk_sent(struct tcp_conn *c, int res);
 void tcp_bulk_zc_cqe(struct tcp_conn *c, unsigned slot, int res, unsigned flags);
+void tcp_cts_queue_waiting(struct tcp_conn *c);
 
 /* tcp_rx.c */
 void tcp_ctl_arm(struct tcp_conn *c);

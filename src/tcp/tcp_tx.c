@@ -63,6 +63,27 @@ void tcp_ctl_sent(struct tcp_conn *c, int res)
 	c->tx_head += (size_t)res < busy ? (size_t)res : busy;
 	if (c->tx_head == c->tx_tail)
 		c->tx_head = c->tx_tail = 0;
+	tcp_cts_queue_waiting(c);
+	tcp_ctl_flush(c);
+}
+
+/* Queues the clear-to-send of every payload asked for whose CTS did not
+ * fit before, oldest first, while the control queue has room. */
+void tcp_cts_queue_waiting(struct tcp_conn *c)
+{
+	struct xpi_dlink *pos;
+	if (c->cts_waiting == 0 || c->dead)
+		return;
+	xpi_dlist_for_each(pos, &c->bulk_rx) {
+		struct tcp_bulk_rx *x = xpi_container_of(pos, struct tcp_bulk_rx, link);
+		if (x->cts_queued)
+			continue;
+		struct xpi_frame f = { .type = XPI_FRAME_CTS, .id = x->id };
+		if (tcp_ctl_queue(c, &f, NULL) < 0)
+			return; /* full: tcp_ctl_sent() calls again */
+		x->cts_queued = true;
+		c->cts_waiting--;
+	}
 	tcp_ctl_flush(c);
 }
 
