@@ -290,6 +290,12 @@ void xpi_engine_rndv_done(xp_context_t *ctx, xp_request_t *r, int err)
 		xpi_buf_put(r->status.buf);
 		r->status.buf = NULL;
 	}
+	if (err < 0 && err != -ECANCELED && r->status.source >= 0 &&
+	    ctx->peers[r->status.source].failed != 0) {
+		/* The sender was lost before or while it sent: say so by name. */
+		xpi_engine_fail_request(ctx, r, r->status.source);
+		return;
+	}
 	if (err == -ECANCELED) {
 		/* The sender withdrew the message after this receive took it:
 		 * the receive goes back where its number puts it, as if the

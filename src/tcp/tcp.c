@@ -17,6 +17,10 @@ void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
 		return;
 	c->dead = true;
 	xp_context_t *ctx = c->tcp->ctx;
+	/* However the socket noticed (a reset, a broken pipe, an abort), the
+	 * peer is lost: one code for the program, the details in the text. */
+	if (err == -EPIPE || err == -ECONNABORTED || err == -ENOTCONN)
+		err = -ECONNRESET;
 	/* Wakes the kernel's pending operations on both sockets; their
 	 * completions come back with errors and are ignored. */
 	shutdown(c->fd_ctl, SHUT_RDWR);
@@ -127,7 +131,7 @@ static int tcp_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 	struct xpi_tcp *t = tlp;
 	struct tcp_conn *c = conn_of(t, msg->u.key.src);
 	if (c->dead)
-		return c->tcp->ctx->peers[c->peer].failed;
+		return -ECONNRESET; /* the engine names the lost peer */
 	struct tcp_bulk_rx *x = malloc(sizeof(*x));
 	if (x == NULL)
 		return -ENOMEM;

@@ -22,6 +22,7 @@
 #include <liburing.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "../core/compiler.h"
 #include "../core/dlist.h"
@@ -133,8 +134,9 @@ struct xpi_tcp {
 	unsigned ring_flags;
 	bool ring_ok;
 	int nconn;
-	struct tcp_conn *conns; /* by rank; conns[rank of this process] unused */
-	int listen_fd;
+	struct tcp_conn *conns;              /* by rank; conns[rank of this process] unused */
+	int listen_fd;                       /* open only while the job forms */
+	struct sockaddr_storage listen_addr; /* where it listened */
 	uint64_t credit_per_peer;
 	uint64_t credit_seen; /* ctx->eager_returned_total at the last credit check */
 	uint32_t max_eager;

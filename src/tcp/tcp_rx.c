@@ -185,9 +185,11 @@ void tcp_ctl_received(struct tcp_conn *c, int res, unsigned flags)
 		t->need_arm = true;
 		return;
 	} else if (res == 0) {
-		tcp_conn_fail(c, -ECONNRESET,
-			      c->bye ? "has finalized" :
-				       "closed its connection (it exited or died)");
+		tcp_conn_fail(
+			c, -ECONNRESET,
+			c->bye ?
+				"has finalized" :
+				"closed its connection (it exited, died, or refused what we sent)");
 		return;
 	} else if (res < 0 && res != -ECANCELED) {
 		tcp_conn_fail(c, res, "broke its connection");
@@ -234,9 +236,11 @@ void tcp_bulk_received(struct tcp_conn *c, int res)
 {
 	c->bulk_rx_busy = false;
 	if (res == 0) {
-		tcp_conn_fail(c, -ECONNRESET,
-			      c->bye ? "has finalized" :
-				       "closed its connection (it exited or died)");
+		tcp_conn_fail(
+			c, -ECONNRESET,
+			c->bye ?
+				"has finalized" :
+				"closed its connection (it exited, died, or refused what we sent)");
 		return;
 	}
 	if (res < 0) {

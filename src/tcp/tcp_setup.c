@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdbool.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,22 @@ static int card_parse(const uint8_t card[CARD_LEN], struct sockaddr_storage *ss,
 	return -EPROTO;
 }
 
+#define HANDSHAKE_MS 5000
+
+/* Logs a setup failure and leaves it for xp_error_detail(). */
+__attribute__((format(printf, 2, 3))) static void setup_error(xp_context_t *ctx, const char *fmt,
+							      ...)
+{
+	(void)ctx;
+	char text[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	xpi_log(XPI_LOG_ERROR, "%s", text);
+	xpi_set_thread_detail(text);
+}
+
 static void tune(int fd, int timeout_ms)
 {
 	int one = 1;
@@ -88,8 +105,8 @@ static int connect_peer(struct xpi_tcp *t, const struct sockaddr_storage *ss, so
 	xpi_sock_addr_str((const struct sockaddr *)ss, where, sizeof(where));
 	rc = xpi_sock_connect((const struct sockaddr *)ss, sslen, deadline, &fd);
 	if (rc < 0) {
-		xpi_log(XPI_LOG_ERROR, "rank %d: cannot connect to rank %d at %s: %s", ctx->rank,
-			peer, where, xp_strerror(rc));
+		setup_error(ctx, "rank %d: cannot connect to rank %d at %s: %s", ctx->rank, peer,
+			    where, xp_strerror(rc));
 		return rc;
 	}
 	rc = xpi_auth_handshake(fd, key, ctx->rank, ctx->size, xpi_deadline_left_ms(deadline),
@@ -100,8 +117,8 @@ static int connect_peer(struct xpi_tcp *t, const struct sockaddr_storage *ss, so
 	if (rc == 0)
 		rc = xpi_sock_send_all(fd, &chb, 1, deadline);
 	if (rc < 0) {
-		xpi_log(XPI_LOG_ERROR, "rank %d: connection to rank %d at %s refused: %s",
-			ctx->rank, peer, where, xp_strerror(rc));
+		setup_error(ctx, "rank %d: connection to rank %d at %s refused: %s", ctx->rank,
+			    peer, where, xp_strerror(rc));
 		close(fd);
 		return rc;
 	}
@@ -119,16 +136,21 @@ static int accept_lower(struct xpi_tcp *t, const uint8_t *key, int64_t deadline)
 	while (want > 0) {
 		int fd, peer, rc = xpi_sock_accept(t->listen_fd, deadline, &fd);
 		if (rc < 0) {
-			xpi_log(XPI_LOG_ERROR,
-				"rank %d: %d connections from lower ranks still missing: %s",
-				ctx->rank, want, xp_strerror(rc));
+			setup_error(ctx,
+				    "rank %d: %d connections from lower ranks still missing: %s",
+				    ctx->rank, want, xp_strerror(rc));
 			return rc;
 		}
+		/* Each handshake gets a few seconds at most, so a stranger that
+		 * connects and says nothing delays the job, not stops it. */
+		int64_t hs_deadline = xpi_deadline_in(HANDSHAKE_MS);
+		if (hs_deadline > deadline)
+			hs_deadline = deadline;
 		uint8_t ch;
 		rc = xpi_auth_handshake(fd, key, ctx->rank, ctx->size,
-					xpi_deadline_left_ms(deadline), &peer);
+					xpi_deadline_left_ms(hs_deadline), &peer);
 		if (rc == 0)
-			rc = xpi_sock_recv_all(fd, &ch, 1, deadline);
+			rc = xpi_sock_recv_all(fd, &ch, 1, hs_deadline);
 		if (rc == 0 && (peer >= ctx->rank || ch > CH_BULK))
 			rc = -EPROTO;
 		int *slot = rc == 0 ? (ch == CH_CTL ? &t->conns[peer].fd_ctl :
@@ -202,6 +224,7 @@ static int setup_conns(struct xpi_tcp *t, struct xpi_boot *boot)
 	if (getsockname(t->listen_fd, (struct sockaddr *)&ss, &sslen) < 0)
 		return -errno;
 
+	t->listen_addr = ss;
 	uint8_t mine[CARD_LEN];
 	card_pack(&ss, mine);
 	uint8_t *all = malloc((size_t)ctx->size * CARD_LEN);
@@ -235,6 +258,9 @@ static int setup_conns(struct xpi_tcp *t, struct xpi_boot *boot)
 	free(all);
 	if (rc == 0)
 		rc = accept_lower(t, key, deadline);
+	/* Every connection is made: later ones could only be strangers. */
+	close(t->listen_fd);
+	t->listen_fd = -1;
 	return rc;
 }
 
