@@ -50,68 +50,8 @@ static struct xpi_slot *slot_claim(struct xpi_inproc *ip, int peer, uint32_t nsl
 	struct xpi_ring *ring = ring_to(ip, peer);
 	if (xpi_unlikely(ring == NULL))
 		return NULL;
-	if (ring->prod_pos + nslots - ring->prod_head_cache > XPI_RING_SLOTS) {
-		ring->prod_head_cache = atomic_load_explicit(&ring->head_pub, memory_order_acquire);
-		if (ring->prod_pos + nslots - ring->prod_head_cache > XPI_RING_SLOTS)
-			return NULL;
-	}
 	*out = ring;
-	return &ring->slots[ring->prod_pos & (XPI_RING_SLOTS - 1)];
-}
-
-/* Fills the header of the message's first slot and publishes the message:
- * the release store of its sequence number makes everything written
- * before it (payload, later slots) visible to the consumer. */
-static void slot_publish(struct xpi_ring *ring, struct xpi_slot *s, const struct xpi_msg_hdr *h,
-			 uint8_t kind, uint32_t nslots)
-{
-	s->kind = kind;
-	s->comm = h->comm;
-	s->peer_seq = h->peer_seq;
-	s->tag = h->tag;
-	s->len = h->len;
-	atomic_store_explicit(&s->seq, ring->prod_pos + 1, memory_order_release);
-	ring->prod_pos += nslots;
-}
-
-static struct xpi_slot_cont *cont_slot(struct xpi_ring *ring, uint32_t pos)
-{
-	return (struct xpi_slot_cont *)&ring->slots[pos & (XPI_RING_SLOTS - 1)];
-}
-
-/* Writes a long inline payload: its head into slot @s, the rest into the
- * slots after it, each stamped with its own position. */
-static void slots_write(struct xpi_ring *ring, struct xpi_slot *s, const uint8_t *data,
-			uint64_t len)
-{
-	memcpy(s->u.data, data, XPI_SLOT_HEAD_DATA);
-	uint64_t off = XPI_SLOT_HEAD_DATA;
-	for (uint32_t pos = ring->prod_pos + 1; off < len; pos++) {
-		struct xpi_slot_cont *c = cont_slot(ring, pos);
-		uint64_t n = len - off < XPI_SLOT_CONT_DATA ? len - off : XPI_SLOT_CONT_DATA;
-		memcpy(c->data, data + off, n);
-		atomic_store_explicit(&c->seq, pos + 1, memory_order_relaxed);
-		off += n;
-	}
-}
-
-/* Gathers a long inline payload that starts at slot @s into @out. */
-static void slots_read(struct xpi_ring *ring, const struct xpi_slot *s, uint8_t *out)
-{
-	uint64_t len = s->len;
-	memcpy(out, s->u.data, XPI_SLOT_HEAD_DATA);
-	uint64_t off = XPI_SLOT_HEAD_DATA;
-	for (uint32_t pos = ring->cons_pos + 1; off < len; pos++) {
-		uint64_t n = len - off < XPI_SLOT_CONT_DATA ? len - off : XPI_SLOT_CONT_DATA;
-		memcpy(out + off, cont_slot(ring, pos)->data, n);
-		off += n;
-	}
-}
-
-/* Slots taken by the message whose first slot is @s. */
-static uint32_t slots_of(const struct xpi_slot *s)
-{
-	return s->kind == XPI_MSG_INLINE ? xpi_slots_for(s->len) : 1;
+	return xpi_slot_ring_claim(&ring->r, nslots);
 }
 
 static int inproc_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, const void *data)
@@ -124,30 +64,24 @@ static int inproc_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, c
 	if (s == NULL)
 		return ring_to(ip, peer) == NULL ? -ENOMEM : -EAGAIN;
 
-	uint64_t cost = xpi_eager_cost(h->len);
-	uint64_t credit = ip->ctx->eager_credit_per_peer; /* one config per job */
-	if (ring->eager_sent + cost - ring->credit_cache > credit) {
-		ring->credit_cache = atomic_load_explicit(&ring->credit_pub, memory_order_acquire);
-		if (ring->eager_sent + cost - ring->credit_cache > credit)
-			return -ENOBUFS;
+	struct xp_buf *b = NULL;
+	if (!inline_ && xpi_pool_get(ip->job->pools[peer], h->len, &b) < 0)
+		return -ENOBUFS;
+	/* One config per job: the receiver's credit per sender is ours too. */
+	if (!xpi_slot_ring_spend_credit(&ring->r, h->len, ip->ctx->eager_credit_per_peer)) {
+		if (b != NULL)
+			xpi_buf_put(b);
+		return -ENOBUFS;
 	}
 	if (inline_) {
-		if (nslots > 1)
-			slots_write(ring, s, data, h->len);
-		else if (h->len != 0)
-			memcpy(s->u.data, data, h->len);
-		ring->eager_sent += cost;
-		slot_publish(ring, s, h, XPI_MSG_INLINE, nslots);
+		xpi_slot_ring_write(&ring->r, s, data, h->len);
+		xpi_slot_ring_publish(&ring->r, s, h, XPI_MSG_INLINE, nslots);
 		return 0;
 	}
-	struct xp_buf *b;
-	if (xpi_pool_get(ip->job->pools[peer], h->len, &b) < 0)
-		return -ENOBUFS;
 	memcpy(b->data, data, h->len);
 	b->len = h->len;
 	s->u.buf = b;
-	ring->eager_sent += cost;
-	slot_publish(ring, s, h, XPI_MSG_BUF, 1);
+	xpi_slot_ring_publish(&ring->r, s, h, XPI_MSG_BUF, 1);
 	return 0;
 }
 
@@ -163,7 +97,7 @@ static int inproc_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_
 		atomic_fetch_add_explicit(&ip->rts_registered, 1, memory_order_relaxed);
 	xpi_request_get(sreq); /* dropped when the receiver fetches or drops it */
 	s->u.sreq = sreq;
-	slot_publish(ring, s, h, XPI_MSG_RTS, 1);
+	xpi_slot_ring_publish(&ring->r, s, h, XPI_MSG_RTS, 1);
 	return 0;
 }
 
@@ -173,11 +107,10 @@ static int inproc_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_
 
 static int poll_ring(struct xpi_inproc *ip, struct xpi_ring *ring)
 {
+	struct xpi_slot_ring *r = &ring->r;
+	struct xpi_slot *s;
 	int n = 0;
-	for (; n < POLL_BATCH; n++) {
-		struct xpi_slot *s = &ring->slots[ring->cons_pos & (XPI_RING_SLOTS - 1)];
-		if (atomic_load_explicit(&s->seq, memory_order_acquire) != ring->cons_pos + 1)
-			break;
+	for (; n < POLL_BATCH && (s = xpi_slot_ring_peek(r)) != NULL; n++) {
 		/* Field by field: zeroing the whole descriptor (its links and
 		 * inline store) would cost more than the rest of the delivery. */
 		struct xpi_msg m;
@@ -191,29 +124,17 @@ static int poll_ring(struct xpi_inproc *ip, struct xpi_ring *ring)
 		m.peer_seq = s->peer_seq;
 		m.len = s->len;
 		m.data = s->u.data;
-		uint32_t nslots = slots_of(s);
+		uint32_t nslots = xpi_slots_of(s);
 		if (nslots > 1) {
-			slots_read(ring, s, ip->scratch);
+			xpi_slot_ring_read(r, s, ip->scratch);
 			m.data = ip->scratch;
 		}
 		m.buf = s->kind == XPI_MSG_BUF ? s->u.buf : NULL;
 		m.rndv = s->kind == XPI_MSG_RTS ? s->u.sreq : NULL;
 		xpi_engine_deliver(ip->ctx, &m);
-		ring->cons_pos += nslots;
+		r->cons_pos += nslots;
 	}
-	/* Publish progress when the ring ran dry or a quarter was read. */
-	if (ring->cons_pos != ring->cons_published &&
-	    (n < POLL_BATCH || ring->cons_pos - ring->cons_published >= XPI_RING_SLOTS / 4)) {
-		atomic_store_explicit(&ring->head_pub, ring->cons_pos, memory_order_release);
-		ring->cons_published = ring->cons_pos;
-	}
-	/* Credit goes back as soon as the engine consumed something, also when
-	 * no new message came: the sender may be waiting for it. */
-	uint64_t returned = ip->ctx->peers[ring->src].eager_returned;
-	if (returned != ring->credit_published) {
-		atomic_store_explicit(&ring->credit_pub, returned, memory_order_release);
-		ring->credit_published = returned;
-	}
+	xpi_slot_ring_publish_head(r, n < POLL_BATCH, ip->ctx->peers[ring->src].eager_returned);
 	return n;
 }
 
@@ -285,13 +206,12 @@ const struct xpi_tl_ops xpi_inproc_ops = {
 /* Releases what unread slots of a ring hold (job teardown). */
 void xpi_ring_drain(struct xpi_ring *ring)
 {
-	while (atomic_load(&ring->slots[ring->cons_pos & (XPI_RING_SLOTS - 1)].seq) ==
-	       ring->cons_pos + 1) {
-		struct xpi_slot *s = &ring->slots[ring->cons_pos & (XPI_RING_SLOTS - 1)];
+	struct xpi_slot *s;
+	while ((s = xpi_slot_ring_peek(&ring->r)) != NULL) {
 		if (s->kind == XPI_MSG_BUF)
 			xpi_buf_put(s->u.buf);
 		else if (s->kind == XPI_MSG_RTS)
 			xpi_request_put(s->u.sreq);
-		ring->cons_pos += slots_of(s);
+		ring->r.cons_pos += xpi_slots_of(s);
 	}
 }
