@@ -78,7 +78,7 @@ static const size_t default_sizes[] = {
 	0, 8, 64, 256, 1000, 4096, 16384, 65536, 262144, 1048576, 4194304,
 };
 
-enum transport_choice { TR_AUTO, TR_INPROC, TR_TCP };
+enum transport_choice { TR_AUTO, TR_INPROC, TR_TCP, TR_SHM };
 
 struct opts {
 	bool test[NTESTS];
@@ -205,7 +205,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: xport-perf [lat|bw|bibw|rate|all] [--json] [--sizes a,b,c] [--iters N]\n"
-		"                  [--window N] [--transport inproc|tcp] [--no-pin] [--progress]\n"
+		"                  [--window N] [--transport inproc|shm|tcp] [--no-pin] [--progress]\n"
 		"\n"
 		"Measures xport between two ranks: two threads of this process (in-process\n"
 		"transport), or, when a launcher started it (XP_RANK, RANK, SLURM_PROCID or\n"
@@ -1360,6 +1360,11 @@ static int main_net(struct bench *b)
 	xp_context_t *ctx;
 	xp_route_t route;
 
+	/* The transport asked for is the only one the negotiation may pick. */
+	if (o->transport == TR_TCP)
+		setenv("XP_TRANSPORTS", "tcp", 1);
+	else if (o->transport == TR_SHM)
+		setenv("XP_TRANSPORTS", "shm", 1);
 	int rc = xp_init(&b->cfg, &ctx);
 	if (rc < 0)
 		die("xp_init failed: %s%s%s", xp_strerror(rc), *xp_error_detail() ? ": " : "",
@@ -1385,9 +1390,10 @@ static int main_net(struct bench *b)
 	rs.ctx = ctx;
 	rs.comm = xp_comm_world(ctx);
 	XP_CHECK(rs.rank, xp_route_get(ctx, rs.peer, 0, &route));
-	if (o->transport == TR_TCP && strcmp(route.transport, "tcp") != 0)
-		die("rank %d: --transport tcp, but xp_init() serves rank %d with transport '%s'",
-		    rs.rank, rs.peer, route.transport);
+	const char *asked = o->transport == TR_TCP ? "tcp" : o->transport == TR_SHM ? "shm" : NULL;
+	if (asked != NULL && strcmp(route.transport, asked) != 0)
+		die("rank %d: --transport %s, but xp_init() serves rank %d with transport '%s'",
+		    rs.rank, asked, rs.peer, route.transport);
 
 	if (o->pin)
 		pin_process(rs.rank, &mine);
@@ -1565,9 +1571,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				o->transport = TR_INPROC;
 			} else if (strcmp(optarg, "tcp") == 0) {
 				o->transport = TR_TCP;
+			} else if (strcmp(optarg, "shm") == 0) {
+				o->transport = TR_SHM;
 			} else {
 				fprintf(stderr,
-					"xport-perf: unknown transport '%s' (inproc or tcp)\n",
+					"xport-perf: unknown transport '%s' (inproc, shm or tcp)\n",
 					optarg);
 				return 2;
 			}
@@ -1641,9 +1649,9 @@ int main(int argc, char **argv)
 		return rc == 1 ? 0 : 2;
 	}
 	const char *launcher = launcher_env(&rank0);
-	if (o.transport == TR_TCP && launcher == NULL) {
+	if ((o.transport == TR_TCP || o.transport == TR_SHM) && launcher == NULL) {
 		fprintf(stderr,
-			"xport-perf: --transport tcp measures between two processes, and no "
+			"xport-perf: --transport tcp|shm measures between two processes, and no "
 			"launcher started this one (none of XP_RANK, RANK, SLURM_PROCID, "
 			"OMPI_COMM_WORLD_RANK is set): start it with `xprun -n 2 xport-perf ... "
 			"--transport tcp` (or by hand: XP_RANK=0|1 XP_SIZE=2 XP_ADDR=127.0.0.1:PORT "

@@ -96,7 +96,7 @@ key=netns-$$-$RANDOM$RANDOM
 start_rank() {
 	# timeout's child is the rank itself (ip and env exec it).
 	timeout -s KILL 60 ip netns exec "$2" env XP_RANK="$1" XP_SIZE=2 \
-		XP_ADDR="$addr_a:$port" XP_JOB_KEY="$key" XP_SOCKET_IFNAME="$3" \
+		XP_ADDR="$addr_a:$port" XP_JOB_KEY="$key" XP_SOCKET_IFNAME="$3" XP_TRANSPORTS=tcp \
 		XP_TIMEOUT_MS="$4" "$prog" >"$tmp/$5.out" 2>"$tmp/$5.err" &
 	pids+=($!)
 }

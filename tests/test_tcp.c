@@ -260,6 +260,8 @@ static int send_then_block_body(int rank, void *arg)
 
 int main(void)
 {
+	/* Ranks of one host would get shared memory: these tests are TCP's. */
+	setenv("XP_TRANSPORTS", "tcp", 1);
 	fprintf(stderr, "-- sends then an out-of-band barrier / finalize\n");
 	T_EQ(mproc_run(2, send_then_block_body, NULL, 60, NULL, NULL), 0);
 	fprintf(stderr, "-- sizes\n");

@@ -44,9 +44,10 @@
  * meanings an older reader may ignore.
  *
  * Reach, per transport (bytes a peer needs to get to it):
- *   TCP   reach[0] the address family as Linux numbers it (AF_INET 2,
- *         AF_INET6 10), reach[1..2] the listening port (big-endian), then
- *         the address, 4 or 16 bytes in network order: 7 or 19 bytes.
+ *   TCP   reach[0] the listener's address family as Linux numbers it
+ *         (AF_INET 2, AF_INET6 10): the one byte selection reads, so
+ *         reach_len >= 1. When present, reach[1..2] the port (big-endian)
+ *         and the address, 4 or 16 bytes in network order (7 or 19 bytes).
  *   SHM   the segment name; RDMA the port's GID and QP details; DPDK the
  *         MAC and UDP endpoint: defined by those backends.
  */
@@ -57,7 +58,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum xpi_tl_type { XPI_TL_SHM = 1, XPI_TL_RDMA = 2, XPI_TL_DPDK = 3, XPI_TL_TCP = 4 }; /* wire values */
+enum xpi_tl_type {
+	XPI_TL_SHM = 1,
+	XPI_TL_RDMA = 2,
+	XPI_TL_DPDK = 3,
+	XPI_TL_TCP = 4
+}; /* wire values */
 
 #define XPI_CAP_ZCOPY 0x1u /* zero-copy send or receive */
 #define XPI_CAP_RDMA_READ 0x2u

@@ -134,6 +134,7 @@ struct xpi_tcp {
 	unsigned ring_flags;
 	bool ring_ok;
 	int nconn;
+	uint8_t *want;                       /* by rank: this transport serves it */
 	struct tcp_conn *conns;              /* by rank; conns[rank of this process] unused */
 	int listen_fd;                       /* open only while the job forms */
 	struct sockaddr_storage listen_addr; /* where it listened */

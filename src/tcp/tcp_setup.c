@@ -132,7 +132,9 @@ static int connect_peer(struct xpi_tcp *t, const struct sockaddr_storage *ss, so
 static int accept_lower(struct xpi_tcp *t, const uint8_t *key, int64_t deadline)
 {
 	xp_context_t *ctx = t->ctx;
-	int want = 2 * ctx->rank;
+	int want = 0;
+	for (int p = 0; p < ctx->rank; p++)
+		want += 2 * t->want[p];
 	while (want > 0) {
 		int fd, peer, rc = xpi_sock_accept(t->listen_fd, deadline, &fd);
 		if (rc < 0) {
@@ -151,7 +153,7 @@ static int accept_lower(struct xpi_tcp *t, const uint8_t *key, int64_t deadline)
 					xpi_deadline_left_ms(hs_deadline), &peer);
 		if (rc == 0)
 			rc = xpi_sock_recv_all(fd, &ch, 1, hs_deadline);
-		if (rc == 0 && (peer >= ctx->rank || ch > CH_BULK))
+		if (rc == 0 && (peer >= ctx->rank || !t->want[peer] || ch > CH_BULK))
 			rc = -EPROTO;
 		int *slot = rc == 0 ? (ch == CH_CTL ? &t->conns[peer].fd_ctl :
 						      &t->conns[peer].fd_bulk) :
@@ -242,6 +244,8 @@ static int setup_conns(struct xpi_tcp *t, struct xpi_boot *boot)
 	for (int p = ctx->rank + 1; rc == 0 && p < ctx->size; p++) {
 		struct sockaddr_storage ps;
 		socklen_t pslen;
+		if (!t->want[p])
+			continue; /* served by another transport */
 		rc = card_parse(all + (size_t)p * CARD_LEN, &ps, &pslen);
 		if (rc < 0) {
 			xpi_log(XPI_LOG_ERROR,
@@ -276,11 +280,30 @@ static int conn_init(struct xpi_tcp *t, struct tcp_conn *c)
 	return 0;
 }
 
-int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot)
+int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want)
 {
+	int nwant = 0;
+	for (int p = 0; p < ctx->size; p++)
+		nwant += p != ctx->rank && want[p];
+	if (nwant == 0) {
+		/* Nothing for us to serve, but the address exchange is
+		 * collective: take part with an empty card. */
+		uint8_t none[CARD_LEN] = { 0 };
+		uint8_t *all = malloc((size_t)ctx->size * CARD_LEN);
+		int rc = all == NULL ? -ENOMEM : xpi_boot_allgather(boot, none, CARD_LEN, all);
+		free(all);
+		return rc;
+	}
 	struct xpi_tcp *t = calloc(1, sizeof(*t));
 	if (t == NULL)
 		return -ENOMEM;
+	t->want = calloc((size_t)ctx->size, 1);
+	if (t->want == NULL) {
+		free(t);
+		return -ENOMEM;
+	}
+	for (int p = 0; p < ctx->size; p++)
+		t->want[p] = p != ctx->rank && want[p];
 	t->ctx = ctx;
 	t->listen_fd = -1;
 	t->nconn = ctx->size;
@@ -311,7 +334,7 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot)
 	if (rc < 0)
 		goto fail;
 	for (int p = 0; p < ctx->size && rc == 0; p++)
-		if (p != ctx->rank)
+		if (t->want[p])
 			rc = conn_init(t, &t->conns[p]);
 	if (rc < 0)
 		goto fail;
@@ -321,17 +344,16 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot)
 	if (rc < 0)
 		goto fail;
 	for (int p = 0; p < ctx->size; p++)
-		if (p != ctx->rank)
+		if (t->want[p])
 			xpi_context_set_peer_tl(ctx, p, t->tl_index);
 	if (xpi_debug_on("transport")) {
 		int zc = 0;
 		for (int p = 0; p < ctx->size; p++)
-			zc += p != ctx->rank && t->conns[p].zc;
+			zc += t->want[p] && t->conns[p].zc;
 		xpi_log(XPI_LOG_INFO,
 			"rank %d: tcp to %d peers, io_uring flags 0x%x, zero-copy sends to %d "
 			"(kernel %s SENDMSG_ZC)",
-			ctx->rank, ctx->size - 1, t->ring_flags, zc,
-			t->zc_supported ? "has" : "lacks");
+			ctx->rank, nwant, t->ring_flags, zc, t->zc_supported ? "has" : "lacks");
 	}
 	return 0;
 fail:
@@ -403,5 +425,6 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 		close(t->listen_fd);
 	free(t->conns);
 	free(t->drop);
+	free(t->want);
 	free(t);
 }

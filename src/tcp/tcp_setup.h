@@ -11,13 +11,14 @@ struct xpi_tcp;
 extern const struct xpi_tl_ops xpi_tcp_ops;
 
 /*
- * Connects this rank to every other rank of the job that @boot formed (two
- * authenticated TCP connections per pair), adds the transport to @ctx and
- * makes it serve every peer but the rank itself. Blocks until done or the
- * context's timeout. Returns 0 or a negative code, having logged which
+ * Collective over the job that @boot formed: every rank calls it. Connects
+ * this rank to the peers with @want[peer] set (two authenticated TCP
+ * connections per pair; the selection is symmetric, so they want us too),
+ * adds the transport to @ctx and makes it serve them. Blocks until done or
+ * the context's timeout. Returns 0 or a negative code, having logged which
  * peer failed and why.
  */
-int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot);
+int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want);
 
 void tcp_setup_destroy(struct xpi_tcp *t);
 

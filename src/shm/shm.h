@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared-memory transport between ranks of one host.
+ *
+ * Each rank creates one segment (/dev/shm/xport-<pid>-<rank>) holding the
+ * rings its peers write to it (one slot ring per sender, src/core/slot_ring.h)
+ * and the state words of its own rendezvous sends. Peers map it, then its
+ * name is removed at once, so nothing is left behind when the job ends,
+ * however it ends.
+ *
+ * Eager messages up to 4 KiB travel inside the ring. Longer ones go by
+ * rendezvous with one copy: the receiver claims the send with a
+ * compare-and-swap on its state word in the sender's segment and reads the
+ * sender's buffer with process_vm_readv (cross-memory attach), then marks
+ * it done; a sender that times out withdraws with the same CAS.
+ *
+ * A waiting rank spins, then sleeps on a futex in its segment that senders
+ * ring when they see it asleep, so more ranks than cores still progress. A
+ * sleeping rank checks every slice that its peers' processes still exist.
+ */
+#ifndef XPI_SHM_H
+#define XPI_SHM_H
+
+#include <stdint.h>
+
+#include "../core/engine.h"
+
+struct xpi_boot;
+
+extern const struct xpi_tl_ops xpi_shm_ops;
+
+/*
+ * Collective over the job: every rank calls it. Sets up shared memory with
+ * the peers for which @want[peer] is set (they must want it back: the
+ * selection is symmetric) and writes @ok[peer] = 1 where it worked, after
+ * both sides agreed; there the transport serves the peer. Returns 0 (also
+ * when some peers failed: the caller falls back for them) or a negative
+ * code when the collective itself failed.
+ */
+int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want, uint8_t *ok);
+
+#endif
