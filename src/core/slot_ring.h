@@ -63,6 +63,10 @@ struct xpi_slot_ring {
 	/* Consumer publishes, producer reads (only when its copies say full). */
 	_Alignas(64) _Atomic uint32_t head_pub;
 	_Atomic uint64_t credit_pub; /* the receiver's peers[src].eager_returned */
+	/* Words the consumer posts to the producer, the transport's to use
+	 * (shm: which send it claimed; how many it read directly). */
+	_Atomic uint32_t mailbox;
+	_Atomic uint32_t events;
 	/* Consumer only. */
 	_Alignas(64) uint32_t cons_pos;
 	uint32_t cons_published;

@@ -1,83 +1,33 @@
 /* SPDX-License-Identifier: MIT */
-/* The shared-memory transport: segments, rings, rendezvous by cross-memory
- * attach, sleeping on a futex, and noticing dead peers (see shm.h). */
-#include <dirent.h>
+/* The shared-memory transport's data path: rings, rendezvous payloads
+ * streamed through chunks, sleeping on a futex, dead peers (see shm.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <signal.h>
-#include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/bootstrap.h"
 #include "../core/clock.h"
 #include "../core/log.h"
 #include "../core/self.h"
-#include "../core/slot_ring.h"
 #include "shm.h"
+#include "shm_int.h"
 
-#define SEG_MAGIC 0x58534547u /* "XSEG" */
-#define SEG_VERSION 1u
-#define NRNDV 1024u
-/* Eager payloads up to this go inside the ring (1 + 68 slots). */
-#define SHM_INLINE_MAX 4096u
-
-/* Rendezvous state words: a generation (so a stale announcement never
- * matches a reused word) and a state in the low two bits. */
-enum { RNDV_FREE = 0, RNDV_PENDING = 1, RNDV_CLAIMED = 2, RNDV_DONE = 3 };
-#define RNDV_WITHDRAWN RNDV_FREE
-
-struct shm_rndv {
-	_Atomic uint32_t state; /* gen << 2 | RNDV_* */
-};
-
-struct shm_seg {
-	uint32_t magic, version;
-	uint32_t nranks;
-	int32_t pid;
-	_Alignas(64) _Atomic uint32_t doorbell; /* rung by senders that find us asleep */
-	_Atomic uint32_t sleeping;
-	_Alignas(64) struct shm_rndv rndv[NRNDV];
-	_Alignas(64) struct xpi_slot_ring rings[]; /* by sending rank */
-};
-
-struct shm_peer {
-	struct shm_seg *seg; /* the peer's segment, mapped */
-	size_t seg_len;
-	pid_t pid;
-	bool on;
-	bool dead;
-};
-
-struct xpi_shm {
-	xp_context_t *ctx;
-	int tl_index;
-	struct shm_seg *mine;
-	size_t seg_len;
-	struct shm_peer *peers;
-	int *polled; /* ranks whose rings we read */
-	int npolled;
-	/* Our rendezvous sends, by state word. */
-	xp_request_t *rndv_req[NRNDV];
-	uint32_t rndv_gen[NRNDV];
-	uint32_t rndv_free[NRNDV];
-	uint32_t nfree;
-	uint32_t outstanding;
-	uint8_t *scratch;
-	int64_t next_liveness_ns;
-};
-
-static size_t seg_size(int nranks)
+size_t xpi_shm_seg_size(int nranks)
 {
-	return sizeof(struct shm_seg) + (size_t)nranks * sizeof(struct xpi_slot_ring);
+	return sizeof(struct shm_seg) + (size_t)nranks * sizeof(struct xpi_slot_ring) +
+	       (size_t)nranks * sizeof(struct shm_bulk);
+}
+
+struct shm_bulk *xpi_shm_bulk(struct shm_seg *seg, int nranks, int src)
+{
+	struct shm_bulk *b = (struct shm_bulk *)&seg->rings[nranks];
+	return &b[src];
 }
 
 static void futex_wake(_Atomic uint32_t *addr)
@@ -93,10 +43,13 @@ static void futex_wait(_Atomic uint32_t *addr, uint32_t val, int64_t timeout_ns)
 	syscall(SYS_futex, addr, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
-/* Rings the receiver's doorbell if it sleeps. Read without a fence: a
- * wake-up missed in that race costs one sleep slice (1 ms), not a hang. */
+/* Rings a peer's doorbell if it sleeps. The fence orders what we just
+ * wrote (a slot, a chunk) before the look at its sleeping flag; the
+ * sleeper sets the flag before it looks at our writes (shm_block), so one
+ * of the two always sees the other. */
 static void notify(struct shm_peer *p)
 {
+	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&p->seg->sleeping, memory_order_relaxed)) {
 		atomic_fetch_add(&p->seg->doorbell, 1);
 		futex_wake(&p->seg->doorbell);
@@ -132,7 +85,7 @@ static int shm_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, cons
 static int shm_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
 			const struct xpi_reg *reg)
 {
-	(void)reg; /* cross-memory attach reads any mapped memory */
+	(void)reg;
 	struct xpi_shm *s = tlp;
 	struct shm_peer *p = &s->peers[peer];
 	if (p->dead)
@@ -145,14 +98,17 @@ static int shm_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_req
 		return -EAGAIN;
 	uint32_t idx = s->rndv_free[--s->nfree];
 	uint32_t gen = ++s->rndv_gen[idx];
+	atomic_store_explicit(&s->mine->rndv[idx].addr, (uint64_t)(uintptr_t)sreq->buf,
+			      memory_order_relaxed);
 	atomic_store_explicit(&s->mine->rndv[idx].state, gen << 2 | RNDV_PENDING,
 			      memory_order_relaxed);
-	xpi_request_get(sreq); /* until the receiver is done or we withdraw */
+	xpi_request_get(sreq); /* until the receiver has its payload, or it is withdrawn */
 	sreq->tl_id = idx;
 	s->rndv_req[idx] = sreq;
+	s->rndv_peer[idx] = peer;
 	s->outstanding++;
+	xpi_dlist_push_tail(&p->tx_out, &sreq->tl_link);
 	slot->u.w[0] = (uint64_t)gen << 32 | idx;
-	slot->u.w[1] = (uint64_t)(uintptr_t)sreq->buf;
 	xpi_slot_ring_publish(r, slot, h, XPI_MSG_RTS, 1);
 	notify(p);
 	return 0;
@@ -160,6 +116,9 @@ static int shm_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_req
 
 static void rndv_release(struct xpi_shm *s, uint32_t idx)
 {
+	xpi_dlist_remove(&s->rndv_req[idx]->tl_link);
+	atomic_store_explicit(&s->mine->rndv[idx].state, s->rndv_gen[idx] << 2 | RNDV_FREE,
+			      memory_order_relaxed);
 	s->rndv_req[idx] = NULL;
 	s->rndv_free[s->nfree++] = idx;
 	s->outstanding--;
@@ -171,42 +130,56 @@ static int shm_send_cancel(void *tlp, xp_request_t *sreq)
 	uint32_t idx = (uint32_t)sreq->tl_id;
 	uint32_t expected = s->rndv_gen[idx] << 2 | RNDV_PENDING;
 	if (!atomic_compare_exchange_strong(&s->mine->rndv[idx].state, &expected,
-					    s->rndv_gen[idx] << 2 | RNDV_WITHDRAWN))
-		return -EBUSY; /* the receiver is reading it: it completes */
+					    s->rndv_gen[idx] << 2 | RNDV_FREE))
+		return -EBUSY; /* the receiver claimed it: it completes */
 	rndv_release(s, idx);
 	xpi_request_put(sreq);
 	return 0;
 }
 
-/* The message's rendezvous: which state word of the sender, which generation. */
-static void rts_ids(const struct xpi_msg *m, uint32_t *idx, uint32_t *gen, uint64_t *addr)
+/* Claims the oldest expected payload from @src that is not claimed yet;
+ * a withdrawn one gives its receive back to the engine. */
+static void claim_next(struct xpi_shm *s, int src)
 {
-	const uint64_t *w = m->rndv;
-	*idx = (uint32_t)w[0];
-	*gen = (uint32_t)(w[0] >> 32);
-	*addr = w[1];
+	struct shm_peer *p = &s->peers[src];
+	while (!xpi_dlist_empty(&p->rx)) {
+		struct shm_rx *x = xpi_container_of(p->rx.next, struct shm_rx, link);
+		if (x->claimed)
+			return;
+		uint32_t expected = x->gen << 2 | RNDV_PENDING;
+		if (atomic_compare_exchange_strong(&p->seg->rndv[x->idx].state, &expected,
+						   x->gen << 2 | RNDV_CLAIMED)) {
+			x->claimed = true;
+			s->streams++;
+			/* Tell the sender which one, beside the ring it sends us
+			 * messages on: it reads one word instead of searching. */
+			atomic_store_explicit(&s->mine->rings[src].mailbox, x->idx + 1,
+					      memory_order_release);
+			notify(p); /* the sender starts streaming */
+			return;
+		}
+		xpi_dlist_remove(&x->link);
+		xpi_engine_rndv_done(s->ctx, x->rreq, -ECANCELED); /* withdrawn */
+		free(x);
+	}
 }
 
-static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq)
+static void peer_died(struct xpi_shm *s, int peer, const char *why);
+
+/* Reads a large payload straight from the sender's buffer: claim, one
+ * copy by cross-memory attach, done. The sender learns it from the count
+ * we raise beside its ring to us. */
+static int fetch_direct(struct xpi_shm *s, int src, uint32_t idx, uint32_t gen, void *dst,
+			size_t cap)
 {
-	(void)rreq;
-	struct xpi_shm *s = tlp;
-	int src = msg->u.key.src;
 	struct shm_peer *p = &s->peers[src];
-	uint32_t idx, gen;
-	uint64_t addr;
-	rts_ids(msg, &idx, &gen, &addr);
-	free(msg->rndv);
-	msg->rndv = NULL;
-	if (p->dead)
-		return -ECONNRESET;
 	if (idx >= NRNDV)
 		return -EPROTO;
 	_Atomic uint32_t *state = &p->seg->rndv[idx].state;
 	uint32_t expected = gen << 2 | RNDV_PENDING;
 	if (!atomic_compare_exchange_strong(state, &expected, gen << 2 | RNDV_CLAIMED))
 		return -ECANCELED; /* withdrawn by its sender */
-	/* The one copy: straight from the sender's buffer into ours. */
+	uint64_t addr = atomic_load_explicit(&p->seg->rndv[idx].addr, memory_order_relaxed);
 	size_t done = 0;
 	int rc = 0;
 	while (done < cap) {
@@ -220,36 +193,162 @@ static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 		done += (size_t)n;
 	}
 	atomic_store_explicit(state, gen << 2 | RNDV_DONE, memory_order_release);
+	atomic_fetch_add_explicit(&s->mine->rings[src].events, 1, memory_order_release);
 	notify(p);
 	if (rc == -ESRCH) {
-		p->dead = true;
-		xpi_engine_peer_failed(s->ctx, src, -ECONNRESET, "exited or died");
+		peer_died(s, src, "exited or died (its process is gone)");
 		return -ECONNRESET;
 	}
 	return rc;
 }
 
-static void shm_msg_release(void *tlp, struct xpi_msg *msg)
+/* Sender: our sends the receiver has read directly. */
+static int reap_direct(struct xpi_shm *s, int peer)
 {
-	(void)tlp;
-	free(msg->rndv); /* an announcement's ids, copied out of the ring */
-	msg->rndv = NULL;
-}
-
-/* Our sends the receivers have finished reading. */
-static int reap_rndv(struct xpi_shm *s)
-{
+	struct shm_peer *p = &s->peers[peer];
+	uint32_t ev = atomic_load_explicit(&ring_to(s, peer)->events, memory_order_acquire);
+	if (ev == p->events_seen)
+		return 0;
+	p->events_seen = ev;
 	int n = 0;
-	for (uint32_t idx = 0; idx < NRNDV && s->outstanding != 0; idx++) {
-		xp_request_t *r = s->rndv_req[idx];
-		if (r == NULL)
-			continue;
+	struct xpi_dlink *pos = p->tx_out.next;
+	while (pos != &p->tx_out) {
+		xp_request_t *r = xpi_container_of(pos, xp_request_t, tl_link);
+		pos = pos->next;
+		uint32_t idx = (uint32_t)r->tl_id;
 		uint32_t st = atomic_load_explicit(&s->mine->rndv[idx].state, memory_order_acquire);
 		if (st != (s->rndv_gen[idx] << 2 | RNDV_DONE))
 			continue;
 		rndv_release(s, idx);
 		xpi_request_complete(r, 0);
 		xpi_request_put(r);
+		n++;
+	}
+	return n;
+}
+
+static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq)
+{
+	struct xpi_shm *s = tlp;
+	int src = msg->u.key.src;
+	struct shm_peer *p = &s->peers[src];
+	uint64_t w = (uint64_t)(uintptr_t)msg->rndv;
+	if (p->dead)
+		return -ECONNRESET;
+	if (p->cma && msg->len >= s->cma_min)
+		return fetch_direct(s, src, (uint32_t)w, (uint32_t)(w >> 32), dst, cap);
+	struct shm_rx *x = malloc(sizeof(*x));
+	if (x == NULL)
+		return -ENOMEM;
+	*x = (struct shm_rx){ .rreq = rreq,
+			      .dst = dst,
+			      .cap = cap,
+			      .len = msg->len,
+			      .idx = (uint32_t)w,
+			      .gen = (uint32_t)(w >> 32) };
+	if (x->idx >= NRNDV) {
+		free(x);
+		return -EPROTO;
+	}
+	bool first = xpi_dlist_empty(&p->rx);
+	xpi_dlist_push_tail(&p->rx, &x->link);
+	if (first)
+		claim_next(s, src);
+	return 1; /* pump_rx() finishes it, or claim_next() if withdrawn */
+}
+
+static void shm_msg_release(void *tlp, struct xpi_msg *msg)
+{
+	(void)tlp;
+	(void)msg; /* an announcement's ids travel inside the message itself */
+}
+
+/* Sender: copies our oldest claimed send to @peer into free chunks. */
+static int pump_tx(struct xpi_shm *s, int peer)
+{
+	struct shm_peer *p = &s->peers[peer];
+	if (p->tx_idx < 0) {
+		/* The receiver claims one send at a time, in the order its
+		 * receives took them (not always ours), and says which. */
+		_Atomic uint32_t *mb = &ring_to(s, peer)->mailbox;
+		uint32_t claimed = atomic_load_explicit(mb, memory_order_acquire);
+		if (claimed == 0 || claimed > NRNDV || s->rndv_req[claimed - 1] == NULL)
+			return 0;
+		atomic_store_explicit(mb, 0, memory_order_relaxed);
+		p->tx_idx = (int)claimed - 1;
+		p->tx_off = 0;
+		s->streams++;
+	}
+	xp_request_t *r = s->rndv_req[p->tx_idx];
+	struct shm_bulk *b = xpi_shm_bulk(p->seg, s->ctx->size, s->ctx->rank);
+	int n = 0;
+	while (p->tx_off < r->len) {
+		uint32_t c = p->tx_chunk % NCHUNK;
+		if (atomic_load_explicit(&b->chunk[c].state, memory_order_acquire) != 0)
+			break; /* the receiver has not emptied it yet */
+		uint64_t k = r->len - p->tx_off < CHUNK ? r->len - p->tx_off : CHUNK;
+		memcpy(b->data[c], (const uint8_t *)r->buf + p->tx_off, k);
+		atomic_store_explicit(&b->chunk[c].state, CHUNK_FULL | (uint32_t)k,
+				      memory_order_release);
+		p->tx_off += k;
+		p->tx_chunk++;
+		n++;
+	}
+	if (n != 0)
+		notify(p);
+	if (p->tx_off == r->len) {
+		/* All of it is in the chunks: the user's buffer is free. */
+		rndv_release(s, (uint32_t)p->tx_idx);
+		p->tx_idx = -1;
+		s->streams--;
+		xpi_request_complete(r, 0);
+		xpi_request_put(r);
+		n++;
+	}
+	return n;
+}
+
+/* Receiver: copies filled chunks from @src into the claimed receive. */
+static int pump_rx(struct xpi_shm *s, int src)
+{
+	struct shm_peer *p = &s->peers[src];
+	if (xpi_dlist_empty(&p->rx))
+		return 0;
+	struct shm_rx *x = xpi_container_of(p->rx.next, struct shm_rx, link);
+	if (!x->claimed)
+		return 0;
+	struct shm_bulk *b = xpi_shm_bulk(s->mine, s->ctx->size, src);
+	int n = 0;
+	while (x->got < x->len) {
+		uint32_t c = p->rx_chunk % NCHUNK;
+		uint32_t st = atomic_load_explicit(&b->chunk[c].state, memory_order_acquire);
+		if (!(st & CHUNK_FULL))
+			break;
+		uint64_t k = st & ~CHUNK_FULL;
+		if (k > CHUNK || k > x->len - x->got) {
+			xpi_engine_peer_failed(s->ctx, src, -EPROTO,
+					       "wrote a malformed chunk to shared memory");
+			p->dead = true;
+			return n;
+		}
+		/* A truncated receive keeps what fits and drops the rest. */
+		if (x->got < x->cap) {
+			uint64_t fit = x->cap - x->got < k ? x->cap - x->got : k;
+			memcpy(x->dst + x->got, b->data[c], fit);
+		}
+		x->got += k;
+		atomic_store_explicit(&b->chunk[c].state, 0, memory_order_release);
+		p->rx_chunk++;
+		n++;
+	}
+	if (n != 0)
+		notify(p); /* room for the sender */
+	if (x->got == x->len) {
+		xpi_dlist_remove(&x->link);
+		s->streams--;
+		xpi_engine_rndv_done(s->ctx, x->rreq, 0);
+		free(x);
+		claim_next(s, src);
 		n++;
 	}
 	return n;
@@ -277,27 +376,23 @@ static int poll_ring(struct xpi_shm *s, int src)
 		m.buf = NULL;
 		m.rndv = NULL;
 		uint32_t nslots = 1;
-		if (m.kind == XPI_MSG_INLINE) {
-			nslots = xpi_slots_for(slot->len);
-			if (slot->len > SHM_INLINE_MAX) {
+		if (m.kind == XPI_MSG_RTS) {
+			/* The ids fit in the pointer: they travel with the message. */
+			m.rndv = (void *)(uintptr_t)slot->u.w[0];
+		} else {
+			if (slot->len > SHM_INLINE_MAX ||
+			    !xpi_engine_comm_valid(s->ctx, slot->comm)) {
+				s->peers[src].dead = true;
 				xpi_engine_peer_failed(
 					s->ctx, src, -EPROTO,
 					"wrote a malformed message to shared memory");
-				s->peers[src].dead = true;
 				return n;
 			}
+			nslots = xpi_slots_for(slot->len);
 			if (nslots > 1) {
 				xpi_slot_ring_read(r, slot, s->scratch);
 				m.data = s->scratch;
 			}
-		} else {
-			/* The ids leave the ring with the message, which may wait. */
-			uint64_t *ids = malloc(2 * sizeof(uint64_t));
-			if (ids == NULL)
-				return n; /* retried on the next progress */
-			ids[0] = slot->u.w[0];
-			ids[1] = slot->u.w[1];
-			m.rndv = ids;
 		}
 		xpi_engine_deliver(s->ctx, &m);
 		r->cons_pos += nslots;
@@ -306,29 +401,89 @@ static int poll_ring(struct xpi_shm *s, int src)
 	return n;
 }
 
+/* A peer whose process is gone fails what involves it. */
+static void peer_died(struct xpi_shm *s, int peer, const char *why)
+{
+	struct shm_peer *p = &s->peers[peer];
+	p->dead = true;
+	xpi_engine_peer_failed(s->ctx, peer, -ECONNRESET, why);
+	struct xpi_dlink *l;
+	while ((l = xpi_dlist_pop_head(&p->rx)) != NULL) {
+		struct shm_rx *x = xpi_container_of(l, struct shm_rx, link);
+		if (x->claimed)
+			s->streams--;
+		xpi_engine_fail_request(s->ctx, x->rreq, peer);
+		free(x);
+	}
+	if (p->tx_idx >= 0) {
+		p->tx_idx = -1;
+		s->streams--;
+	}
+	while (!xpi_dlist_empty(&p->tx_out)) {
+		xp_request_t *r = xpi_container_of(p->tx_out.next, xp_request_t, tl_link);
+		rndv_release(s, (uint32_t)r->tl_id);
+		xpi_engine_fail_request(s->ctx, r, peer);
+		xpi_request_put(r);
+	}
+}
+
+static void check_liveness(struct xpi_shm *s)
+{
+	for (int i = 0; i < s->npolled; i++) {
+		int peer = s->polled[i];
+		if (!s->peers[peer].dead && kill(s->peers[peer].pid, 0) < 0 && errno == ESRCH)
+			peer_died(s, peer, "exited or died (its process is gone)");
+	}
+}
+
 static int shm_progress(void *tlp)
 {
 	struct xpi_shm *s = tlp;
 	int n = 0;
-	for (int i = 0; i < s->npolled; i++)
-		if (!s->peers[s->polled[i]].dead)
-			n += poll_ring(s, s->polled[i]);
-	if (s->outstanding != 0)
-		n += reap_rndv(s);
+	for (int i = 0; i < s->npolled; i++) {
+		int peer = s->polled[i];
+		if (s->peers[peer].dead)
+			continue;
+		n += poll_ring(s, peer);
+		if (!xpi_dlist_empty(&s->peers[peer].tx_out)) {
+			n += pump_tx(s, peer);
+			n += reap_direct(s, peer);
+		}
+		n += pump_rx(s, peer);
+	}
 	return n;
 }
 
-/* A peer whose process is gone fails what involves it. */
-static void check_liveness(struct xpi_shm *s)
+/* True if a peer has done something we have not acted on yet. */
+static bool work_waiting(struct xpi_shm *s)
 {
 	for (int i = 0; i < s->npolled; i++) {
-		struct shm_peer *p = &s->peers[s->polled[i]];
-		if (!p->dead && kill(p->pid, 0) < 0 && errno == ESRCH) {
-			p->dead = true;
-			xpi_engine_peer_failed(s->ctx, s->polled[i], -ECONNRESET,
-					       "exited or died (its process is gone)");
+		int peer = s->polled[i];
+		struct shm_peer *p = &s->peers[peer];
+		if (p->dead)
+			continue;
+		if (xpi_slot_ring_peek(&s->mine->rings[peer]) != NULL)
+			return true;
+		if (!xpi_dlist_empty(&p->rx)) { /* a chunk for our claimed receive? */
+			struct shm_bulk *b = xpi_shm_bulk(s->mine, s->ctx->size, peer);
+			if (atomic_load(&b->chunk[p->rx_chunk % NCHUNK].state) & CHUNK_FULL)
+				return true;
+		}
+		if (!xpi_dlist_empty(&p->tx_out)) { /* a claim, or a chunk emptied? */
+			struct xpi_slot_ring *r = &p->seg->rings[s->ctx->rank];
+			if (atomic_load(&r->events) != p->events_seen)
+				return true;
+			if (p->tx_idx < 0) {
+				if (atomic_load(&r->mailbox) != 0)
+					return true;
+				continue;
+			}
+			struct shm_bulk *b = xpi_shm_bulk(p->seg, s->ctx->size, s->ctx->rank);
+			if (atomic_load(&b->chunk[p->tx_chunk % NCHUNK].state) == 0)
+				return true;
 		}
 	}
+	return false;
 }
 
 static void shm_block(void *tlp, int64_t timeout_ns)
@@ -339,19 +494,12 @@ static void shm_block(void *tlp, int64_t timeout_ns)
 		check_liveness(s);
 		s->next_liveness_ns = now + 100000000; /* 100 ms */
 	}
-	atomic_store(&s->mine->sleeping, 1);
 	uint32_t bell = atomic_load(&s->mine->doorbell);
-	/* Look once more after saying we sleep, so a message that came in
-	 * between is not slept on. */
-	for (int i = 0; i < s->npolled; i++) {
-		if (xpi_slot_ring_peek(&s->mine->rings[s->polled[i]]) != NULL) {
-			atomic_store(&s->mine->sleeping, 0);
-			return;
-		}
-	}
-	if (s->outstanding != 0 && timeout_ns > 200000)
-		timeout_ns = 200000; /* reads of our sends finish without a bell */
-	futex_wait(&s->mine->doorbell, bell, timeout_ns);
+	atomic_store(&s->mine->sleeping, 1); /* seq_cst: before the looks below */
+	/* Look once more after saying we sleep, so what came in between (a
+	 * message, a filled or emptied chunk, a claim) is not slept on. */
+	if (!work_waiting(s))
+		futex_wait(&s->mine->doorbell, bell, timeout_ns);
 	atomic_store(&s->mine->sleeping, 0);
 }
 
@@ -361,27 +509,10 @@ static bool shm_tx_pending(void *tlp)
 	return false; /* a message is in the peer's ring once sent */
 }
 
-static void shm_destroy(void *tlp)
-{
-	struct xpi_shm *s = tlp;
-	for (uint32_t idx = 0; idx < NRNDV; idx++)
-		if (s->rndv_req[idx] != NULL)
-			xpi_request_put(s->rndv_req[idx]);
-	for (int p = 0; s->peers != NULL && p < s->ctx->size; p++)
-		if (s->peers[p].seg != NULL && s->peers[p].seg != s->mine)
-			munmap(s->peers[p].seg, s->peers[p].seg_len);
-	if (s->mine != NULL)
-		munmap(s->mine, s->seg_len);
-	free(s->peers);
-	free(s->polled);
-	free(s->scratch);
-	free(s);
-}
-
 const struct xpi_tl_ops xpi_shm_ops = {
 	.name = "shm",
-	/* Rendezvous is one copy by cross-memory attach; inside the ring an
-	 * eager message is copied twice but needs no system call. */
+	/* Inside the ring an eager message needs no handshake; past 4 KiB the
+	 * chunked stream, each side copying on its own core, wins. */
 	.rndv_threshold = SHM_INLINE_MAX + 1,
 	.mem_reg = xpi_tl_mem_reg_none,
 	.mem_dereg = xpi_tl_mem_dereg_none,
@@ -393,180 +524,5 @@ const struct xpi_tl_ops xpi_shm_ops = {
 	.progress = shm_progress,
 	.block = shm_block,
 	.tx_pending = shm_tx_pending,
-	.destroy = shm_destroy,
+	.destroy = xpi_shm_destroy,
 };
-
-/* ------------------------------------------------------------------------- */
-/* Setup                                                                     */
-
-static void seg_name(char *out, size_t len, pid_t pid, int rank)
-{
-	snprintf(out, len, "/xport-%d-%d", (int)pid, rank);
-}
-
-/* Removes segments that processes now dead left behind (a job killed
- * while it formed): their names carry the creator's pid. */
-static void sweep_stale(void)
-{
-	DIR *d = opendir("/dev/shm");
-	struct dirent *e;
-	while (d != NULL && (e = readdir(d)) != NULL) {
-		int pid, rank;
-		if (sscanf(e->d_name, "xport-%d-%d", &pid, &rank) != 2 || pid <= 0)
-			continue;
-		if (kill(pid, 0) < 0 && errno == ESRCH) {
-			char name[300];
-			snprintf(name, sizeof(name), "/%s", e->d_name);
-			shm_unlink(name);
-		}
-	}
-	if (d != NULL)
-		closedir(d);
-}
-
-static void *map_seg(const char *name, size_t len, bool create)
-{
-	int fd = shm_open(name, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
-	if (fd < 0)
-		return NULL;
-	if (create && ftruncate(fd, (off_t)len) < 0) {
-		close(fd);
-		shm_unlink(name);
-		return NULL;
-	}
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	return p == MAP_FAILED ? NULL : p;
-}
-
-/* What each rank publishes for shared memory. */
-struct shm_card {
-	int32_t pid;
-	int32_t ok;     /* its segment exists */
-	uint64_t probe; /* an address in it that peers read to test cross-memory attach */
-	uint64_t probe_val;
-};
-
-static volatile uint64_t probe_word; /* peers read it with process_vm_readv */
-
-int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want, uint8_t *ok)
-{
-	int n = ctx->size, me = ctx->rank;
-	struct xpi_shm *s = calloc(1, sizeof(*s));
-	struct shm_card *cards = calloc((size_t)n, sizeof(*cards));
-	uint8_t *mine_ok = calloc((size_t)n, 1), *all_ok = calloc((size_t)n * (size_t)n, 1);
-	int rc = -ENOMEM;
-	bool any = false;
-	for (int p = 0; p < n; p++)
-		any |= p != me && want[p];
-	if (s == NULL || cards == NULL || mine_ok == NULL || all_ok == NULL)
-		goto out;
-	s->ctx = ctx;
-	s->seg_len = seg_size(n);
-	s->peers = calloc((size_t)n, sizeof(*s->peers));
-	s->polled = calloc((size_t)n, sizeof(*s->polled));
-	s->scratch = malloc(SHM_INLINE_MAX);
-	if (s->peers == NULL || s->polled == NULL || s->scratch == NULL)
-		goto out;
-
-	char name[64];
-	struct shm_card mine = { .pid = getpid() };
-	probe_word = 0x5850524f42450000ull ^ (uint64_t)getpid();
-	mine.probe = (uint64_t)(uintptr_t)&probe_word;
-	mine.probe_val = probe_word;
-	if (any) {
-		sweep_stale();
-		seg_name(name, sizeof(name), getpid(), me);
-		s->mine = map_seg(name, s->seg_len, true);
-		if (s->mine != NULL) {
-			s->mine->magic = SEG_MAGIC;
-			s->mine->version = SEG_VERSION;
-			s->mine->nranks = (uint32_t)n;
-			s->mine->pid = getpid();
-			mine.ok = 1;
-		} else {
-			xpi_log(XPI_LOG_WARN, "rank %d: cannot create shared memory %s: %s", me,
-				name, strerror(errno));
-		}
-	}
-	rc = xpi_boot_allgather(boot, &mine, sizeof(mine), cards);
-	if (rc < 0)
-		goto out;
-	/* Map the segments of the peers both sides want; test that we may read
-	 * their memory (cross-memory attach needs ptrace rights). */
-	for (int p = 0; p < n; p++) {
-		if (p == me || !want[p] || !mine.ok || !cards[p].ok)
-			continue;
-		seg_name(name, sizeof(name), cards[p].pid, p);
-		struct shm_seg *seg = map_seg(name, s->seg_len, false);
-		uint64_t v = 0;
-		struct iovec l = { &v, sizeof(v) },
-			     r = { (void *)(uintptr_t)cards[p].probe, sizeof(v) };
-		bool cma = process_vm_readv(cards[p].pid, &l, 1, &r, 1, 0) == sizeof(v) &&
-			   v == cards[p].probe_val;
-		if (seg == NULL || seg->magic != SEG_MAGIC || seg->version != SEG_VERSION ||
-		    seg->nranks != (uint32_t)n || !cma) {
-			xpi_log(XPI_LOG_WARN, "rank %d: shared memory with rank %d unusable (%s)",
-				me, p,
-				seg == NULL ? "cannot map its segment" :
-				!cma        ? "cannot read its memory (ptrace rights)" :
-					      "its segment is not ours");
-			if (seg != NULL)
-				munmap(seg, s->seg_len);
-			continue;
-		}
-		s->peers[p].seg = seg;
-		s->peers[p].seg_len = s->seg_len;
-		s->peers[p].pid = cards[p].pid;
-		mine_ok[p] = 1;
-	}
-	/* Both sides must have mapped each other: agree through the bootstrap. */
-	uint8_t *row = calloc((size_t)n, 1);
-	rc = row == NULL ? -ENOMEM : 0;
-	if (rc == 0) {
-		memcpy(row, mine_ok, (size_t)n);
-		rc = xpi_boot_allgather(boot, row, (size_t)n, all_ok);
-		free(row);
-	}
-	if (any) {
-		/* Everyone has mapped what it will: the name can go. */
-		seg_name(name, sizeof(name), getpid(), me);
-		shm_unlink(name);
-	}
-	if (rc < 0)
-		goto out;
-	for (int p = 0; p < n; p++) {
-		ok[p] = p != me && mine_ok[p] && all_ok[(size_t)p * (size_t)n + (size_t)me];
-		if (!ok[p] && s->peers[p].seg != NULL) {
-			munmap(s->peers[p].seg, s->seg_len);
-			s->peers[p].seg = NULL;
-		}
-		if (ok[p])
-			s->polled[s->npolled++] = p;
-	}
-	for (uint32_t i = 0; i < NRNDV; i++)
-		s->rndv_free[s->nfree++] = NRNDV - 1 - i;
-	if (s->npolled == 0) {
-		rc = 0;
-		goto out; /* nothing to serve: no transport */
-	}
-	s->tl_index = ctx->ntls;
-	rc = xpi_context_add_tl(ctx, &xpi_shm_ops, s);
-	if (rc < 0)
-		goto out;
-	for (int p = 0; p < n; p++)
-		if (ok[p])
-			xpi_context_set_peer_tl(ctx, p, s->tl_index);
-	s = NULL; /* the context owns it now */
-	rc = 0;
-out:
-	if (s != NULL) {
-		for (int p = 0; p < n; p++)
-			ok[p] = 0;
-		shm_destroy(s);
-	}
-	free(cards);
-	free(mine_ok);
-	free(all_ok);
-	return rc;
-}

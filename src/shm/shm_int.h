@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/* The shared-memory transport's structures, shared by its files (shm.h). */
+#ifndef XPI_SHM_INT_H
+#define XPI_SHM_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../core/compiler.h"
+#include "../core/dlist.h"
+#include "../core/engine.h"
+#include "../core/slot_ring.h"
+
+#define SEG_MAGIC 0x58534547u /* "XSEG" */
+#define SEG_VERSION 2u
+#define NRNDV 1024u
+/* Eager payloads up to this go inside the ring (1 + 68 slots). */
+#define SHM_INLINE_MAX 4096u
+/* Rendezvous payloads stream through chunks of the receiver's segment:
+ * the sender copies one in while the receiver copies the one before out,
+ * each on its own core. */
+#define NCHUNK 8u
+#define CHUNK (64u << 10)
+#define CHUNK_FULL 0x80000000u
+
+/* Rendezvous state words: a generation (so a stale announcement never
+ * matches a reused word) and a state in the low two bits. */
+enum { RNDV_FREE = 0, RNDV_PENDING = 1, RNDV_CLAIMED = 2, RNDV_DONE = 3 };
+/* From this size a rendezvous payload is read straight from the sender's
+ * buffer with process_vm_readv (one copy of clean lines) instead of
+ * streamed through chunks (two copies, each chunk's lines dirty in the
+ * other core's cache). Measured here (xport-perf, 2 vCPUs): chunks won at
+ * 64 KiB (5.5 against 10 us), cross-memory attach at 1 MiB windowed
+ * (5.4 against 1.2-1.9 GB/s, which is also what a bare two-process
+ * pipeline of memcpy reaches on this machine). XP_SHM_CMA_MIN overrides. */
+#define SHM_CMA_MIN_DEFAULT (256u << 10)
+
+struct shm_rndv {
+	_Atomic uint32_t state; /* gen << 2 | RNDV_* */
+	uint32_t pad;
+	_Atomic uint64_t addr; /* the send's buffer, for direct reads */
+};
+
+/* The chunks one sender streams rendezvous payloads through to us. */
+struct shm_bulk {
+	struct {
+		_Alignas(64) _Atomic uint32_t state; /* 0 free, else CHUNK_FULL | bytes */
+	} chunk[NCHUNK];
+	_Alignas(64) uint8_t data[NCHUNK][CHUNK];
+};
+
+struct shm_seg {
+	uint32_t magic, version;
+	uint32_t nranks;
+	int32_t pid;
+	_Alignas(64) _Atomic uint32_t doorbell; /* rung by peers that find us asleep */
+	_Atomic uint32_t sleeping;
+	_Alignas(64) struct shm_rndv rndv[NRNDV];  /* our rendezvous sends */
+	_Alignas(64) struct xpi_slot_ring rings[]; /* by sending rank; then the bulk areas */
+};
+
+/* A rendezvous payload this rank expects from a peer, in claim order. */
+struct shm_rx {
+	struct xpi_dlink link;
+	xp_request_t *rreq;
+	uint8_t *dst;
+	uint64_t cap, len;
+	uint32_t idx, gen;
+	bool claimed;
+	uint64_t got; /* bytes taken from chunks */
+};
+
+struct shm_peer {
+	struct shm_seg *seg; /* the peer's segment, mapped */
+	size_t seg_len;
+	pid_t pid;
+	bool dead;
+	bool cma;             /* we may read its memory with process_vm_readv */
+	uint32_t events_seen; /* its direct reads of our sends we have looked at */
+	/* Sending to it: our announced rendezvous sends (through their
+	 * tl_link), and the one being streamed. */
+	struct xpi_dlink tx_out;
+	int tx_idx; /* -1: none */
+	uint64_t tx_off;
+	uint32_t tx_chunk;
+	/* Receiving from it. */
+	struct xpi_dlink rx; /* struct shm_rx, claim order */
+	uint32_t rx_chunk;
+};
+
+struct xpi_shm {
+	xp_context_t *ctx;
+	int tl_index;
+	struct shm_seg *mine;
+	size_t seg_len;
+	struct shm_peer *peers;
+	int *polled; /* the peers we serve */
+	int npolled;
+	/* Our rendezvous sends, by state word. */
+	xp_request_t *rndv_req[NRNDV];
+	int rndv_peer[NRNDV];
+	uint32_t rndv_gen[NRNDV];
+	uint32_t rndv_free[NRNDV];
+	uint32_t nfree;
+	uint32_t outstanding;
+	unsigned streams; /* bulk streams under way, either way */
+	uint64_t cma_min; /* rendezvous from this size read by cross-memory attach */
+	uint8_t *scratch;
+	int64_t next_liveness_ns;
+};
+
+size_t xpi_shm_seg_size(int nranks);
+struct shm_bulk *xpi_shm_bulk(struct shm_seg *seg, int nranks, int src);
+void xpi_shm_destroy(void *tlp);
+
+#endif

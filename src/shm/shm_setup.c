@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/* Setting up and tearing down the shared-memory transport (shm.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "../core/bootstrap.h"
+#include "../core/log.h"
+#include "shm.h"
+#include "shm_int.h"
+
+void xpi_shm_destroy(void *tlp)
+{
+	struct xpi_shm *s = tlp;
+	for (uint32_t idx = 0; idx < NRNDV; idx++)
+		if (s->rndv_req[idx] != NULL)
+			xpi_request_put(s->rndv_req[idx]);
+	for (int p = 0; s->peers != NULL && p < s->ctx->size; p++) {
+		struct xpi_dlink *l;
+		while ((l = xpi_dlist_pop_head(&s->peers[p].rx)) != NULL)
+			free(xpi_container_of(l, struct shm_rx, link));
+		if (s->peers[p].seg != NULL)
+			munmap(s->peers[p].seg, s->peers[p].seg_len);
+	}
+	if (s->mine != NULL)
+		munmap(s->mine, s->seg_len);
+	free(s->peers);
+	free(s->polled);
+	free(s->scratch);
+	free(s);
+}
+
+static void seg_name(char *out, size_t len, pid_t pid, int rank)
+{
+	snprintf(out, len, "/xport-%d-%d", (int)pid, rank);
+}
+
+/* Removes segments that processes now dead left behind (a job killed
+ * while it formed): their names carry the creator's pid. */
+static void sweep_stale(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		int pid, rank;
+		if (sscanf(e->d_name, "xport-%d-%d", &pid, &rank) != 2 || pid <= 0)
+			continue;
+		if (kill(pid, 0) < 0 && errno == ESRCH) {
+			char name[300];
+			snprintf(name, sizeof(name), "/%s", e->d_name);
+			shm_unlink(name);
+		}
+	}
+	if (d != NULL)
+		closedir(d);
+}
+
+static void *map_seg(const char *name, size_t len, bool create)
+{
+	int fd = shm_open(name, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
+	if (fd < 0)
+		return NULL;
+	if (create && ftruncate(fd, (off_t)len) < 0) {
+		close(fd);
+		shm_unlink(name);
+		return NULL;
+	}
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* What each rank publishes for shared memory. */
+struct shm_card {
+	int32_t pid;
+	int32_t ok;     /* its segment exists */
+	uint64_t probe; /* a word peers read to test cross-memory attach */
+	uint64_t probe_val;
+};
+
+static volatile uint64_t probe_word;
+
+/* True if this process may read @c's memory (ptrace rights): then large
+ * payloads from it can be read directly. */
+static bool can_read(const struct shm_card *c)
+{
+	uint64_t v = 0;
+	struct iovec l = { &v, sizeof(v) }, r = { (void *)(uintptr_t)c->probe, sizeof(v) };
+	return process_vm_readv(c->pid, &l, 1, &r, 1, 0) == (ssize_t)sizeof(v) && v == c->probe_val;
+}
+
+int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want, uint8_t *ok)
+{
+	int n = ctx->size, me = ctx->rank;
+	struct xpi_shm *s = calloc(1, sizeof(*s));
+	struct shm_card *cards = calloc((size_t)n, sizeof(*cards));
+	uint8_t *mine_ok = calloc((size_t)n, 1), *all_ok = calloc((size_t)n * (size_t)n, 1);
+	int rc = -ENOMEM;
+	bool any = false;
+	for (int p = 0; p < n; p++)
+		any |= p != me && want[p];
+	if (s == NULL || cards == NULL || mine_ok == NULL || all_ok == NULL)
+		goto out;
+	s->ctx = ctx;
+	s->seg_len = xpi_shm_seg_size(n);
+	s->peers = calloc((size_t)n, sizeof(*s->peers));
+	s->polled = calloc((size_t)n, sizeof(*s->polled));
+	s->scratch = malloc(SHM_INLINE_MAX);
+	if (s->peers == NULL || s->polled == NULL || s->scratch == NULL)
+		goto out;
+	for (int p = 0; p < n; p++) {
+		s->peers[p].tx_idx = -1;
+		xpi_dlist_init(&s->peers[p].tx_out);
+		xpi_dlist_init(&s->peers[p].rx);
+	}
+
+	char name[64];
+	struct shm_card mine = { .pid = getpid() };
+	probe_word = 0x58504d454d000000ull ^ (uint64_t)getpid();
+	mine.probe = (uint64_t)(uintptr_t)&probe_word;
+	mine.probe_val = probe_word;
+	s->cma_min = SHM_CMA_MIN_DEFAULT;
+	const char *env = getenv("XP_SHM_CMA_MIN");
+	if (env != NULL && *env != '\0')
+		s->cma_min = strtoull(env, NULL, 0);
+	if (any) {
+		sweep_stale();
+		seg_name(name, sizeof(name), getpid(), me);
+		s->mine = map_seg(name, s->seg_len, true);
+		if (s->mine != NULL) {
+			s->mine->magic = SEG_MAGIC;
+			s->mine->version = SEG_VERSION;
+			s->mine->nranks = (uint32_t)n;
+			s->mine->pid = getpid();
+			mine.ok = 1;
+		} else {
+			xpi_log(XPI_LOG_WARN, "rank %d: cannot create shared memory %s: %s", me,
+				name, strerror(errno));
+		}
+	}
+	rc = xpi_boot_allgather(boot, &mine, sizeof(mine), cards);
+	if (rc < 0)
+		goto out;
+	/* Map the segments of the peers both sides want. */
+	for (int p = 0; p < n; p++) {
+		if (p == me || !want[p] || !mine.ok || !cards[p].ok)
+			continue;
+		seg_name(name, sizeof(name), cards[p].pid, p);
+		struct shm_seg *seg = map_seg(name, s->seg_len, false);
+		if (seg == NULL || seg->magic != SEG_MAGIC || seg->version != SEG_VERSION ||
+		    seg->nranks != (uint32_t)n) {
+			xpi_log(XPI_LOG_WARN, "rank %d: shared memory with rank %d unusable (%s)",
+				me, p,
+				seg == NULL ? "cannot map its segment" : "its segment is not ours");
+			if (seg != NULL)
+				munmap(seg, s->seg_len);
+			continue;
+		}
+		s->peers[p].seg = seg;
+		s->peers[p].seg_len = s->seg_len;
+		s->peers[p].pid = cards[p].pid;
+		s->peers[p].cma = can_read(&cards[p]);
+		mine_ok[p] = 1;
+	}
+	/* Both sides must have mapped each other: agree through the bootstrap. */
+	uint8_t *row = calloc((size_t)n, 1);
+	rc = row == NULL ? -ENOMEM : 0;
+	if (rc == 0) {
+		memcpy(row, mine_ok, (size_t)n);
+		rc = xpi_boot_allgather(boot, row, (size_t)n, all_ok);
+		free(row);
+	}
+	if (any) {
+		/* Everyone has mapped what it will: the name can go. */
+		seg_name(name, sizeof(name), getpid(), me);
+		shm_unlink(name);
+	}
+	if (rc < 0)
+		goto out;
+	for (int p = 0; p < n; p++) {
+		ok[p] = p != me && mine_ok[p] && all_ok[(size_t)p * (size_t)n + (size_t)me];
+		if (!ok[p] && s->peers[p].seg != NULL) {
+			munmap(s->peers[p].seg, s->seg_len);
+			s->peers[p].seg = NULL;
+		}
+		if (ok[p])
+			s->polled[s->npolled++] = p;
+	}
+	for (uint32_t i = 0; i < NRNDV; i++)
+		s->rndv_free[s->nfree++] = NRNDV - 1 - i;
+	if (s->npolled == 0) {
+		rc = 0;
+		goto out; /* nothing to serve: no transport */
+	}
+	s->tl_index = ctx->ntls;
+	rc = xpi_context_add_tl(ctx, &xpi_shm_ops, s);
+	if (rc < 0)
+		goto out;
+	for (int p = 0; p < n; p++)
+		if (ok[p])
+			xpi_context_set_peer_tl(ctx, p, s->tl_index);
+	s = NULL; /* the context owns it now */
+	rc = 0;
+out:
+	if (s != NULL) {
+		for (int p = 0; p < n; p++)
+			ok[p] = 0;
+		xpi_shm_destroy(s);
+	}
+	free(cards);
+	free(mine_ok);
+	free(all_ok);
+	return rc;
+}
