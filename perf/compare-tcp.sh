@@ -6,14 +6,19 @@
 # this machine: 8-byte one-way latency and 1 MiB bandwidth, medians across
 # interleaved rounds, and the ratios xport/UCX and xport/socket.
 #
+# With --transport shm, the same for shared memory between two processes of
+# this host: xport's shm transport beside UCX (ucx_perftest over
+# UCX_TLS=posix) and Open MPI's vader BTL (perf/mpi_baseline.c, built here
+# with mpicc and run by mpirun), with the ratios xport/UCX and xport/vader.
+#
 # Why rounds: on this shared 2-vCPU machine the spread between rounds is
 # often 2-5x (lab BASELINES.md), so figures are only compared when measured
 # side by side. Each round runs every measurement once; the order rotates
 # from round to round so no tool always runs first or last.
 #
 # The xport rows switch themselves on: the script runs
-# `xprun -n 2 BUILDDIR/perf/xport-perf lat --transport tcp ...` once, and if it
-# succeeds and prints a JSON row, xport joins the rounds. Until then its rows
+# `xprun -n 2 BUILDDIR/perf/xport-perf lat --transport tcp|shm ...` once, and if
+# it succeeds and prints a JSON row, xport joins the rounds. Until then its rows
 # read "not available yet" with the reason.
 #
 # Every command runs under `timeout`; background servers are killed on exit,
@@ -25,6 +30,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PROG=perf/compare-tcp.sh
 
 ROUNDS=3
+TRANSPORT=tcp # or shm
 BUILDDIR= # default: build/ in the repository root
 PIN=1
 INSTALL=1
@@ -38,27 +44,52 @@ UCX_PERFTEST=${UCX_PERFTEST:-ucx_perftest}
 UCX_LAT_ARGS=(-t tag_lat -s 8 -n 50000 -w 5000)
 UCX_BW_ARGS=(-t tag_bw -s 1048576 -n 3000 -w 300)
 
+# Open MPI (--transport shm), as BASELINES.md ran it: ob1 over the vader BTL.
+# Its 18 GB/s at 1 MiB was vader without a single-copy mechanism (copies
+# through its shared buffers); vader's default, cross-memory attach (CMA),
+# gave 8.9 GB/s there. Both are measured: the first is the baseline, the
+# second is the same mechanism as xport's own large messages (process_vm_readv).
+# mpi-baseline receives a window into distinct buffers, as xport-perf does;
+# 18 GB/s was only reached here with every receive into one buffer (as osu_bw
+# and ucx_perftest do: the receiver's copies stay in its cache), so that is
+# measured too (--one-buffer).
+MPICC=${MPICC:-mpicc}
+MPIRUN=${MPIRUN:-mpirun}
+MPI_NOCMA_ARGS=(--mca btl_vader_single_copy_mechanism none)
+
 usage() {
 	cat <<EOF
-usage: $PROG [--rounds N] [--builddir DIR] [--no-pin] [--no-install]
-                            [--timeout S] [--logdir DIR] [--help]
+usage: $PROG [--transport tcp|shm] [--rounds N] [--builddir DIR] [--no-pin]
+                            [--no-install] [--timeout S] [--logdir DIR] [--help]
 
 Runs, on this machine and in one go, the TCP-over-loopback comparison:
   UCX      ucx_perftest tag_lat 8 B and tag_bw 1 MiB, UCX_TLS=tcp, 127.0.0.1
   socket   sock-baseline lat (blocking), lat-spin (spinning recv), bw (1 MiB)
   xport    xprun -n 2 BUILDDIR/perf/xport-perf lat|bw --transport tcp --json
            (used as soon as it works; "not available yet" until then)
+or, with --transport shm, the shared-memory one (two processes, this host):
+  UCX      ucx_perftest tag_lat 8 B and tag_bw 1 MiB, UCX_TLS=posix
+  Open MPI mpirun -np 2 --bind-to core --mca pml ob1 --mca btl self,vader
+           BUILDDIR/perf/mpi-baseline lat|bw (perf/mpi_baseline.c, built with
+           mpicc): 8 B ping-pong, and 1 MiB with a window of 64 without a
+           single-copy mechanism (btl_vader_single_copy_mechanism none;
+           receives into 64 buffers, as xport-perf, and into one, as
+           ucx_perftest) and with vader's default (cross-memory attach)
+  xport    xprun -n 2 BUILDDIR/perf/xport-perf lat|bw --transport shm --json
 in N interleaved rounds, then prints the medians across rounds side by side
 (8 B one-way latency in us, 1 MiB bandwidth in GB/s = 10^9 B/s), the ratios
-xport/UCX and xport/socket, and the exact commands it ran.
+xport/UCX and xport/socket (shm: xport/UCX and xport/vader), and the exact
+commands it ran.
 
+  --transport T  tcp (default) or shm
   --rounds N     rounds (default $ROUNDS); a default run takes well under 3 minutes
   --builddir D   Meson build directory (default: build/ in the repository
                  root); 'meson setup' and ninja run there when needed
   --no-pin       leave placement to the scheduler (default: initiator/sender
-                 on CPU 0, responder/receiver on CPU 1, for UCX and sockets)
+                 on CPU 0, responder/receiver on CPU 1, for every tool)
   --no-install   do not apt-get install missing packages (ucx-utils, build
-                 tools); UCX rows are skipped with a note if ucx_perftest is missing
+                 tools; shm: openmpi-bin, libopenmpi-dev); UCX (MPI) rows are
+                 skipped with a note if ucx_perftest (mpicc, mpirun) is missing
   --timeout S    bound on each benchmark command (default $CMD_TIMEOUT s)
   --logdir DIR   keep every command's output in DIR (default: a temporary
                  directory, removed at exit unless something failed)
@@ -66,10 +97,10 @@ xport/UCX and xport/socket, and the exact commands it ran.
 
 Environment: UCX_PERFTEST (default ucx_perftest) names another UCX build's
 benchmark; XPRUN_PATH names the xprun launcher if it is neither on PATH nor
-in the build directory.
+in the build directory; MPICC and MPIRUN (default mpicc, mpirun) another MPI.
 
-Exit status: 0 when every attempted measurement worked (UCX or xport rows
-may be absent, with a note), 1 when one failed, 2 on a usage error.
+Exit status: 0 when every attempted measurement worked (UCX, MPI or xport
+rows may be absent, with a note), 1 when one failed, 2 on a usage error.
 EOF
 }
 
@@ -89,7 +120,7 @@ while (($# > 0)); do
 		;;
 	esac
 	case $arg in
-	--rounds | --builddir | --timeout | --logdir)
+	--rounds | --builddir | --timeout | --logdir | --transport)
 		if [[ -z $val ]]; then
 			(($# >= 2)) || die_usage "$arg needs a value"
 			val=$2
@@ -105,6 +136,12 @@ while (($# > 0)); do
 		ROUNDS=$val
 		;;
 	--builddir) BUILDDIR=$val ;;
+	--transport)
+		case $val in
+		tcp | shm) TRANSPORT=$val ;;
+		*) die_usage "--transport wants tcp or shm" ;;
+		esac
+		;;
 	--timeout)
 		if [[ ! $val =~ ^[0-9]+$ ]] || ((val < 5)); then
 			die_usage "--timeout wants seconds, at least 5"
@@ -210,6 +247,7 @@ COMMANDS=()
 shell_words() {
 	local s
 	printf -v s '%q ' "$@"
+	s=${s//\\,/,} # %q escapes commas (self,vader), which the shell does not need
 	printf '%s' "${s% }"
 }
 record() { # ROUND CMD...: notes the command when in round 1 (or setup, 0)
@@ -260,6 +298,11 @@ apt_install() {
 UCX_OK=0
 UCX_NOTE=
 UCX_VERSION=
+if [[ $TRANSPORT == tcp ]]; then
+	UCX_TLS_VAL=tcp
+else
+	UCX_TLS_VAL=posix
+fi
 if command -v "$UCX_PERFTEST" >/dev/null; then
 	UCX_OK=1
 elif ((!INSTALL)); then
@@ -302,23 +345,71 @@ if [[ ! -f $BUILDDIR/build.ninja ]]; then
 		exit 1
 	fi
 fi
-# Two targets, built one at a time: xport-perf follows the TCP work in
-# progress and may not build today; the socket baseline must not depend on it.
+# Built one at a time: xport-perf follows the work in progress and may not
+# build today; the socket baseline (tcp) must not depend on it. xprun is built
+# with xport-perf, so that the launcher in the build directory is never older
+# than the benchmark it starts.
 SOCK=$BUILDDIR/perf/sock-baseline
 XP=$BUILDDIR/perf/xport-perf
-record 0 ninja -C "$BUILDDIR" perf/sock-baseline
-if ! run_fg "$LOGDIR/ninja-sock.log" "$LOGDIR/ninja-sock.log" \
-	timeout -k 10 900 ninja -C "$BUILDDIR" perf/sock-baseline; then
-	say "building sock-baseline failed"
-	tail_of "$LOGDIR/ninja-sock.log"
-	FAILED=1
-	exit 1
+if [[ $TRANSPORT == tcp ]]; then
+	record 0 ninja -C "$BUILDDIR" perf/sock-baseline
+	if ! run_fg "$LOGDIR/ninja-sock.log" "$LOGDIR/ninja-sock.log" \
+		timeout -k 10 900 ninja -C "$BUILDDIR" perf/sock-baseline; then
+		say "building sock-baseline failed"
+		tail_of "$LOGDIR/ninja-sock.log"
+		FAILED=1
+		exit 1
+	fi
 fi
 XP_BUILT=1
-record 0 ninja -C "$BUILDDIR" perf/xport-perf
+record 0 ninja -C "$BUILDDIR" perf/xport-perf tools/xprun
 if ! run_fg "$LOGDIR/ninja-xport.log" "$LOGDIR/ninja-xport.log" \
-	timeout -k 10 900 ninja -C "$BUILDDIR" perf/xport-perf; then
+	timeout -k 10 900 ninja -C "$BUILDDIR" perf/xport-perf tools/xprun; then
 	XP_BUILT=0
+fi
+
+# --- Open MPI (shm) ---------------------------------------------------------
+# perf/mpi_baseline.c is compiled by mpicc into the build directory (out of
+# git; not a Meson target, as Meson needs no MPI). A failure to install Open
+# MPI skips its rows with a note; a failure to compile our program fails.
+MPI_OK=0
+MPI_NOTE=
+MPI_VERSION=
+MPI_BIN=$BUILDDIR/perf/mpi-baseline
+if [[ $TRANSPORT == shm ]]; then
+	if command -v "$MPICC" >/dev/null && command -v "$MPIRUN" >/dev/null; then
+		MPI_OK=1
+	elif ((!INSTALL)); then
+		MPI_NOTE="skipped: $MPICC or $MPIRUN not found and --no-install given (apt-get install openmpi-bin libopenmpi-dev)"
+	elif ! apt_install openmpi-bin libopenmpi-dev; then
+		MPI_NOTE="skipped: Open MPI could not be installed (apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev; log: $LOGDIR/apt-install.log)"
+		KEEP_TMP=1
+	elif ! command -v "$MPICC" >/dev/null || ! command -v "$MPIRUN" >/dev/null; then
+		MPI_NOTE="skipped: openmpi-bin and libopenmpi-dev are installed but $MPICC or $MPIRUN is not found (PATH=$PATH)"
+	else
+		MPI_OK=1
+	fi
+	if ((MPI_OK)); then
+		mkdir -p -- "$(dirname -- "$MPI_BIN")"
+		record 0 "$MPICC" -O2 -std=c11 -Wall -Wextra -o "$MPI_BIN" perf/mpi_baseline.c
+		# Built beside, then moved, so a concurrent run never starts half a file.
+		if ! run_fg "$LOGDIR/mpicc.log" "$LOGDIR/mpicc.log" timeout -k 10 300 \
+			"$MPICC" -O2 -std=c11 -Wall -Wextra -o "$MPI_BIN.tmp.$$" perf/mpi_baseline.c ||
+			! mv -f -- "$MPI_BIN.tmp.$$" "$MPI_BIN"; then
+			rm -f -- "$MPI_BIN.tmp.$$"
+			MPI_OK=0
+			MPI_NOTE="failed: $MPICC could not build perf/mpi_baseline.c (log: $LOGDIR/mpicc.log)"
+			say "MPI rows $MPI_NOTE"
+			tail_of "$LOGDIR/mpicc.log"
+			FAILED=1
+		fi
+	fi
+	if ((MPI_OK)); then
+		MPI_VERSION=$(dpkg-query -W -f='${Version}' openmpi-bin 2>/dev/null ||
+			"$MPIRUN" --version 2>/dev/null | sed -n '1s/.* //p')
+	elif [[ $MPI_NOTE != failed:* ]]; then
+		say "MPI rows $MPI_NOTE"
+	fi
 fi
 
 # ---------------------------------------------------------------------------
@@ -328,15 +419,25 @@ if ((PIN)) && ! { taskset -c 0 true && taskset -c 1 true; } 2>/dev/null; then
 	say "CPUs 0 and 1 are not both available to this process: running unpinned"
 	PIN=0
 fi
+# xport-perf pins rank r to CPU r % N itself (rank 0 initiates and sends),
+# unless told --no-pin; mpirun --bind-to core puts rank r on core r here.
 if ((PIN)); then
 	UCX_SRV_PIN=(-c 1)
 	UCX_CLI_PIN=(-c 0)
 	SOCK_PIN=(--pin)
-	PIN_NOTE="initiator/sender on CPU 0, responder/receiver on CPU 1 (ucx_perftest client -c 0, server -c 1; sock-baseline --pin: client CPU 0, server CPU 1)"
+	XP_PIN=()
+	MPI_BIND=(--bind-to core)
+	if [[ $TRANSPORT == tcp ]]; then
+		PIN_NOTE="initiator/sender on CPU 0, responder/receiver on CPU 1 (ucx_perftest client -c 0, server -c 1; sock-baseline --pin: client CPU 0, server CPU 1)"
+	else
+		PIN_NOTE="initiator/sender on CPU 0, responder/receiver on CPU 1 (ucx_perftest client -c 0, server -c 1; xport-perf rank 0 CPU 0, rank 1 CPU 1; mpirun --bind-to core: rank 0 core 0, rank 1 core 1)"
+	fi
 else
 	UCX_SRV_PIN=()
 	UCX_CLI_PIN=()
 	SOCK_PIN=()
+	XP_PIN=(--no-pin)
+	MPI_BIND=(--bind-to none)
 	PIN_NOTE="none: the scheduler places every process (--no-pin)"
 fi
 
@@ -421,6 +522,10 @@ label() {
 	sock_bw) echo "socket bw 1 MiB" ;;
 	xp_lat) echo "xport lat 8 B" ;;
 	xp_bw) echo "xport bw 1 MiB" ;;
+	mpi_lat) echo "MPI vader lat 8 B" ;;
+	mpi_bw) echo "MPI vader bw 1 MiB, no CMA" ;;
+	mpi_bw_1buf) echo "MPI vader bw 1 MiB, no CMA, 1 buf" ;;
+	mpi_bw_cma) echo "MPI vader bw 1 MiB, CMA" ;;
 	esac
 }
 
@@ -450,8 +555,8 @@ ucx_run() { # lat|bw ROUND
 		fail "$id" "$r" "no free TCP port found"
 		return
 	fi
-	srv=(env UCX_TLS=tcp timeout -k 5 "$CMD_TIMEOUT" "$UCX_PERFTEST" -p "$port" "${UCX_SRV_PIN[@]}")
-	cli=(env UCX_TLS=tcp timeout -k 5 "$CMD_TIMEOUT" "$UCX_PERFTEST" 127.0.0.1 -p "$port"
+	srv=(env UCX_TLS="$UCX_TLS_VAL" timeout -k 5 "$CMD_TIMEOUT" "$UCX_PERFTEST" -p "$port" "${UCX_SRV_PIN[@]}")
+	cli=(env UCX_TLS="$UCX_TLS_VAL" timeout -k 5 "$CMD_TIMEOUT" "$UCX_PERFTEST" 127.0.0.1 -p "$port"
 		"${UCX_CLI_PIN[@]}" "${args[@]}")
 	if ((r <= 1)); then
 		COMMANDS+=("$(shell_words "${srv[@]}") &")
@@ -528,8 +633,31 @@ sock_run() { # lat|lat-spin|bw ROUND
 	esac
 }
 
+# Open MPI (shm): mpi-baseline prints xport-perf's JSON rows. Bound to cores
+# like the others, ob1 over vader; for bandwidth without a single-copy
+# mechanism (the 18 GB/s of BASELINES.md) and with vader's default (CMA).
+mpi_run() { # lat|bw|bw_1buf|bw_cma ROUND
+	local test=$1 r=$2
+	local cmd=(timeout -k 5 "$CMD_TIMEOUT" "$MPIRUN" --allow-run-as-root -np 2 "${MPI_BIND[@]}"
+		--mca pml ob1 --mca btl "self,vader")
+	case $test in
+	lat) json_run mpi_lat "$r" lat 8 "${cmd[@]}" "$MPI_BIN" lat ;;
+	bw) json_run mpi_bw "$r" bw 1048576 "${cmd[@]}" "${MPI_NOCMA_ARGS[@]}" "$MPI_BIN" bw ;;
+	bw_1buf)
+		json_run mpi_bw_1buf "$r" bw 1048576 "${cmd[@]}" "${MPI_NOCMA_ARGS[@]}" "$MPI_BIN" bw \
+			--one-buffer
+		;;
+	bw_cma) json_run mpi_bw_cma "$r" bw 1048576 "${cmd[@]}" "$MPI_BIN" bw ;;
+	esac
+	# How mpirun placed the ranks, in the program's words (header on stderr).
+	if [[ -z $MPI_HEADER && -f $LOGDIR/r$r-mpi_$test.err ]]; then
+		MPI_HEADER=$(grep -m1 -E "^# rank 0 may run" "$LOGDIR/r$r-mpi_$test.err")
+	fi
+}
+MPI_HEADER=
+
 # --- xport ------------------------------------------------------------------
-# Off until `xprun -n 2 BUILDDIR/perf/xport-perf lat --transport tcp` works.
+# Off until `xprun -n 2 BUILDDIR/perf/xport-perf lat --transport tcp|shm` works.
 XPORT_OK=0
 XPORT_NOTE=
 XPRUN=
@@ -559,18 +687,18 @@ xport_detect() {
 	XPRUN=$(find_xprun)
 	if [[ -z $XPRUN ]]; then
 		# Still ask xport-perf itself, for its own word on the transport.
-		run_fg "$out" "$err" timeout -k 5 20 "$XP" lat --transport tcp --sizes 8 --iters 10 --json
+		run_fg "$out" "$err" timeout -k 5 20 "$XP" lat --transport "$TRANSPORT" --sizes 8 --iters 10 --json
 		msg=$(grep -m1 -v '^#' "$err")
 		XPORT_NOTE="not available yet: no xprun launcher (PATH, XPRUN_PATH, $BUILDDIR)${msg:+; $XP says: $msg}"
 		return 1
 	fi
-	run_fg "$out" "$err" timeout -k 5 "$CMD_TIMEOUT" "$XPRUN" -n 2 "$XP" lat --transport tcp \
-		--sizes 8 --iters 100 --json
+	run_fg "$out" "$err" timeout -k 5 "$CMD_TIMEOUT" "$XPRUN" -n 2 "$XP" lat --transport "$TRANSPORT" \
+		"${XP_PIN[@]}" --sizes 8 --iters 100 --json
 	rc=$?
 	row=$(json_row "$out" lat 8)
 	if ((rc != 0)) || [[ -z $(json_num "$row" lat_us_p50) ]]; then
 		msg=$(grep -m1 -v '^#' "$err")
-		XPORT_NOTE="not available yet: '$XPRUN -n 2 $XP lat --transport tcp' exited with status $rc${msg:+: $msg}"
+		XPORT_NOTE="not available yet: '$XPRUN -n 2 $XP lat --transport $TRANSPORT' exited with status $rc${msg:+: $msg}"
 		return 1
 	fi
 	# How xport-perf placed its ranks, in its own words (header on stderr).
@@ -580,7 +708,8 @@ xport_detect() {
 
 xport_run() { # lat|bw ROUND
 	local test=$1 r=$2
-	local cmd=(timeout -k 5 "$CMD_TIMEOUT" "$XPRUN" -n 2 "$XP" "$test" --transport tcp)
+	local cmd=(timeout -k 5 "$CMD_TIMEOUT" "$XPRUN" -n 2 "$XP" "$test" --transport "$TRANSPORT"
+		"${XP_PIN[@]}")
 	if [[ $test == lat ]]; then
 		json_run xp_lat "$r" lat 8 "${cmd[@]}" --sizes 8 --json
 	else
@@ -590,7 +719,7 @@ xport_run() { # lat|bw ROUND
 
 if xport_detect; then
 	XPORT_OK=1
-	say "xport TCP: available ($XPRUN)"
+	say "xport ${TRANSPORT^^}: available ($XPRUN)"
 else
 	say "xport rows: $XPORT_NOTE"
 fi
@@ -599,12 +728,21 @@ fi
 # Rounds
 
 TESTS=()
-((UCX_OK)) && TESTS+=(ucx_lat)
-TESTS+=(sock_lat sock_spin)
-((XPORT_OK)) && TESTS+=(xp_lat)
-((UCX_OK)) && TESTS+=(ucx_bw)
-TESTS+=(sock_bw)
-((XPORT_OK)) && TESTS+=(xp_bw)
+if [[ $TRANSPORT == tcp ]]; then
+	((UCX_OK)) && TESTS+=(ucx_lat)
+	TESTS+=(sock_lat sock_spin)
+	((XPORT_OK)) && TESTS+=(xp_lat)
+	((UCX_OK)) && TESTS+=(ucx_bw)
+	TESTS+=(sock_bw)
+	((XPORT_OK)) && TESTS+=(xp_bw)
+else
+	((UCX_OK)) && TESTS+=(ucx_lat)
+	((XPORT_OK)) && TESTS+=(xp_lat)
+	((MPI_OK)) && TESTS+=(mpi_lat)
+	((UCX_OK)) && TESTS+=(ucx_bw)
+	((XPORT_OK)) && TESTS+=(xp_bw)
+	((MPI_OK)) && TESTS+=(mpi_bw mpi_bw_1buf mpi_bw_cma)
+fi
 
 run_test() { # ID ROUND
 	case $1 in
@@ -615,9 +753,14 @@ run_test() { # ID ROUND
 	sock_bw) sock_run bw "$2" ;;
 	xp_lat) xport_run lat "$2" ;;
 	xp_bw) xport_run bw "$2" ;;
+	mpi_lat) mpi_run lat "$2" ;;
+	mpi_bw) mpi_run bw "$2" ;;
+	mpi_bw_1buf) mpi_run bw_1buf "$2" ;;
+	mpi_bw_cma) mpi_run bw_cma "$2" ;;
 	esac
 }
 
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 START=$SECONDS
 n=${#TESTS[@]}
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -661,14 +804,21 @@ ratio() {
 
 declare -A MED=()
 for id in ucx_lat ucx_bw sock_lat sock_spin sock_bw xp_lat xp_bw sock_lat_p99 sock_spin_p99 \
-	xp_lat_p99; do
+	xp_lat_p99 mpi_lat mpi_lat_p99 mpi_bw mpi_bw_1buf mpi_bw_cma; do
 	MED[$id]=$(median "$id")
 done
 
 cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 echo
-echo "== TCP over loopback: xport vs UCX vs plain sockets, $ROUNDS interleaved round$( ((ROUNDS > 1)) && echo s), ${ELAPSED} s =="
-echo "machine: $(nproc) CPUs (${cpu_model:-unknown}), kernel $(uname -r)${UCX_VERSION:+, ucx-utils $UCX_VERSION}"
+if [[ $TRANSPORT == tcp ]]; then
+	echo "== TCP over loopback: xport vs UCX vs plain sockets, $ROUNDS interleaved round$( ((ROUNDS > 1)) && echo s), ${ELAPSED} s =="
+	echo "machine: $(nproc) CPUs (${cpu_model:-unknown}), kernel $(uname -r)${UCX_VERSION:+, ucx-utils $UCX_VERSION}"
+else
+	echo "== Shared memory, two processes on this host: xport vs UCX posix vs Open MPI vader, $ROUNDS interleaved round$( ((ROUNDS > 1)) && echo s), ${ELAPSED} s =="
+	echo "machine: $(nproc) CPUs (${cpu_model:-unknown}), kernel $(uname -r)${UCX_VERSION:+, ucx-utils $UCX_VERSION}${MPI_VERSION:+, openmpi-bin $MPI_VERSION}"
+	# Spinning transports on 2 vCPUs suffer most from other jobs.
+	echo "load:    average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after (1, 5, 15 min)"
+fi
 echo "pinning: $PIN_NOTE"
 if ((XPORT_OK)); then
 	echo "xport:   placement as xport-perf reports it under xprun:"
@@ -676,23 +826,34 @@ if ((XPORT_OK)); then
 		[[ -n $line ]] && echo "         $line"
 	done <<<"$XPORT_HEADER"
 fi
+if ((MPI_OK)) && [[ -n $MPI_HEADER ]]; then
+	echo "MPI:     placement as mpi-baseline reports it under mpirun:"
+	echo "         $MPI_HEADER"
+fi
 echo
 
 # Per round, so the spread is visible beside the medians.
-rows=(ucx_lat sock_lat sock_spin xp_lat ucx_bw sock_bw xp_bw)
-printf "%-34s" "per round"
+if [[ $TRANSPORT == tcp ]]; then
+	rows=(ucx_lat sock_lat sock_spin xp_lat ucx_bw sock_bw xp_bw)
+	lw=34
+else
+	rows=(ucx_lat xp_lat mpi_lat ucx_bw xp_bw mpi_bw mpi_bw_1buf mpi_bw_cma)
+	lw=40
+fi
+printf "%-*s" "$lw" "per round"
 for ((r = 1; r <= ROUNDS; r++)); do printf " %9s" "round $r"; done
 printf " %9s\n" "median"
 for id in "${rows[@]}"; do
 	case $id in
 	ucx_*) ((UCX_OK)) || continue ;;
 	xp_*) ((XPORT_OK)) || continue ;;
+	mpi_*) ((MPI_OK)) || continue ;;
 	esac
 	case $id in
-	*_bw) unit="GB/s" ;;
+	*_bw | *_bw_*) unit="GB/s" ;;
 	*) unit="us" ;;
 	esac
-	printf "%-34s" "$(label "$id") ($unit)"
+	printf "%-*s" "$lw" "$(label "$id") ($unit)"
 	for ((r = 1; r <= ROUNDS; r++)); do
 		v=${VAL[$id,$r]:-}
 		printf " %9s" "$(if [[ -n $v ]]; then fmt "$v" 3; else echo FAIL; fi)"
@@ -706,41 +867,42 @@ printf "%-44s %12s %12s %12s\n" "medians across rounds" "8 B p50 us" "8 B p99 us
 row() { # LABEL LAT P99 BW [NOTE]
 	printf "%-44s %12s %12s %12s%s\n" "$1" "$2" "$3" "$4" "${5:+  $5}"
 }
-if ((XPORT_OK)); then
-	row "xport tcp (xport-perf under xprun)" "$(fmt "${MED[xp_lat]}" 2)" \
-		"$(fmt "${MED[xp_lat_p99]}" 2)" "$(fmt "${MED[xp_bw]}" 2)"
-else
-	row "xport tcp (xport-perf under xprun)" "n/a" "n/a" "n/a"
-fi
-if ((UCX_OK)); then
-	row "UCX ${UCX_VERSION%%-*} tag, UCX_TLS=tcp (ucx_perftest)" "$(fmt "${MED[ucx_lat]}" 2)" "-" \
-		"$(fmt "${MED[ucx_bw]}" 2)"
-else
-	row "UCX tag, UCX_TLS=tcp (ucx_perftest)" "n/a" "n/a" "n/a"
-fi
-row "socket, blocking (sock-baseline lat, bw)" "$(fmt "${MED[sock_lat]}" 2)" \
-	"$(fmt "${MED[sock_lat_p99]}" 2)" "$(fmt "${MED[sock_bw]}" 2)"
-row "socket, spinning recv (sock-baseline lat-spin)" "$(fmt "${MED[sock_spin]}" 2)" \
-	"$(fmt "${MED[sock_spin_p99]}" 2)" "-"
-echo
-if ((!XPORT_OK || !UCX_OK)); then
-	((XPORT_OK)) || echo "xport rows: $XPORT_NOTE"
-	((UCX_OK)) || echo "UCX rows: $UCX_NOTE"
+if [[ $TRANSPORT == tcp ]]; then
+	if ((XPORT_OK)); then
+		row "xport tcp (xport-perf under xprun)" "$(fmt "${MED[xp_lat]}" 2)" \
+			"$(fmt "${MED[xp_lat_p99]}" 2)" "$(fmt "${MED[xp_bw]}" 2)"
+	else
+		row "xport tcp (xport-perf under xprun)" "n/a" "n/a" "n/a"
+	fi
+	if ((UCX_OK)); then
+		row "UCX ${UCX_VERSION%%-*} tag, UCX_TLS=tcp (ucx_perftest)" "$(fmt "${MED[ucx_lat]}" 2)" "-" \
+			"$(fmt "${MED[ucx_bw]}" 2)"
+	else
+		row "UCX tag, UCX_TLS=tcp (ucx_perftest)" "n/a" "n/a" "n/a"
+	fi
+	row "socket, blocking (sock-baseline lat, bw)" "$(fmt "${MED[sock_lat]}" 2)" \
+		"$(fmt "${MED[sock_lat_p99]}" 2)" "$(fmt "${MED[sock_bw]}" 2)"
+	row "socket, spinning recv (sock-baseline lat-spin)" "$(fmt "${MED[sock_spin]}" 2)" \
+		"$(fmt "${MED[sock_spin_p99]}" 2)" "-"
 	echo
-fi
+	if ((!XPORT_OK || !UCX_OK)); then
+		((XPORT_OK)) || echo "xport rows: $XPORT_NOTE"
+		((UCX_OK)) || echo "UCX rows: $UCX_NOTE"
+		echo
+	fi
 
-printf "%-44s %12s %12s\n" "ratios (medians)" "8 B latency" "1 MiB bw"
-printf "%-44s %12s %12s\n" "xport / UCX" "$(ratio "${MED[xp_lat]}" "${MED[ucx_lat]}")" \
-	"$(ratio "${MED[xp_bw]}" "${MED[ucx_bw]}")"
-printf "%-44s %12s %12s\n" "xport / socket, blocking" "$(ratio "${MED[xp_lat]}" "${MED[sock_lat]}")" \
-	"$(ratio "${MED[xp_bw]}" "${MED[sock_bw]}")"
-printf "%-44s %12s %12s\n" "xport / socket, spinning recv" \
-	"$(ratio "${MED[xp_lat]}" "${MED[sock_spin]}")" "-"
-echo "(latency: below 1 means xport is faster; bandwidth: above 1 means xport is faster)"
-((XPORT_OK)) || echo "(ratios need the xport rows: not available yet)"
-echo
+	printf "%-44s %12s %12s\n" "ratios (medians)" "8 B latency" "1 MiB bw"
+	printf "%-44s %12s %12s\n" "xport / UCX" "$(ratio "${MED[xp_lat]}" "${MED[ucx_lat]}")" \
+		"$(ratio "${MED[xp_bw]}" "${MED[ucx_bw]}")"
+	printf "%-44s %12s %12s\n" "xport / socket, blocking" "$(ratio "${MED[xp_lat]}" "${MED[sock_lat]}")" \
+		"$(ratio "${MED[xp_bw]}" "${MED[sock_bw]}")"
+	printf "%-44s %12s %12s\n" "xport / socket, spinning recv" \
+		"$(ratio "${MED[xp_lat]}" "${MED[sock_spin]}")" "-"
+	echo "(latency: below 1 means xport is faster; bandwidth: above 1 means xport is faster)"
+	((XPORT_OK)) || echo "(ratios need the xport rows: not available yet)"
+	echo
 
-cat <<EOF
+	cat <<EOF
 how the figures are read:
 - latency is one-way, half the round trip, median (p50) over the iterations.
   UCX: the "50.0%ile" column of ucx_perftest's Final row: in UCX 1.13 the median
@@ -754,6 +916,75 @@ how the figures are read:
   transports (UCX, lat-spin) do not.
 - rounds vary a lot on this shared machine: compare only figures of one run.
 EOF
+else
+	if ((XPORT_OK)); then
+		row "xport shm (xport-perf under xprun)" "$(fmt "${MED[xp_lat]}" 2)" \
+			"$(fmt "${MED[xp_lat_p99]}" 2)" "$(fmt "${MED[xp_bw]}" 2)"
+	else
+		row "xport shm (xport-perf under xprun)" "n/a" "n/a" "n/a"
+	fi
+	if ((UCX_OK)); then
+		row "UCX ${UCX_VERSION%%-*}, UCX_TLS=posix (ucx_perftest)" "$(fmt "${MED[ucx_lat]}" 2)" "-" \
+			"$(fmt "${MED[ucx_bw]}" 2)"
+	else
+		row "UCX, UCX_TLS=posix (ucx_perftest)" "n/a" "n/a" "n/a"
+	fi
+	if ((MPI_OK)); then
+		row "Open MPI ${MPI_VERSION%%-*} ob1+vader (mpi-baseline)" "$(fmt "${MED[mpi_lat]}" 2)" \
+			"$(fmt "${MED[mpi_lat_p99]}" 2)" "$(fmt "${MED[mpi_bw]}" 2)" "(bw: no CMA)"
+		row "Open MPI vader, no CMA, 1 receive buffer" "-" "-" "$(fmt "${MED[mpi_bw_1buf]}" 2)"
+		row "Open MPI vader, CMA (vader's default)" "-" "-" "$(fmt "${MED[mpi_bw_cma]}" 2)"
+	else
+		row "Open MPI ob1+vader (mpi-baseline)" "n/a" "n/a" "n/a"
+	fi
+	echo
+	if ((!XPORT_OK || !UCX_OK || !MPI_OK)); then
+		((XPORT_OK)) || echo "xport rows: $XPORT_NOTE"
+		((UCX_OK)) || echo "UCX rows: $UCX_NOTE"
+		((MPI_OK)) || echo "MPI rows: $MPI_NOTE"
+		echo
+	fi
+
+	printf "%-44s %12s %12s\n" "ratios (medians)" "8 B latency" "1 MiB bw"
+	printf "%-44s %12s %12s\n" "xport / UCX posix" "$(ratio "${MED[xp_lat]}" "${MED[ucx_lat]}")" \
+		"$(ratio "${MED[xp_bw]}" "${MED[ucx_bw]}")"
+	printf "%-44s %12s %12s\n" "xport / Open MPI vader (bw: no CMA)" \
+		"$(ratio "${MED[xp_lat]}" "${MED[mpi_lat]}")" "$(ratio "${MED[xp_bw]}" "${MED[mpi_bw]}")"
+	printf "%-44s %12s %12s\n" "xport / Open MPI vader, 1 receive buffer" "-" \
+		"$(ratio "${MED[xp_bw]}" "${MED[mpi_bw_1buf]}")"
+	printf "%-44s %12s %12s\n" "xport / Open MPI vader, CMA" "-" \
+		"$(ratio "${MED[xp_bw]}" "${MED[mpi_bw_cma]}")"
+	echo "(latency: below 1 means xport is faster; bandwidth: above 1 means xport is faster)"
+	((XPORT_OK)) || echo "(ratios need the xport rows: not available yet)"
+	echo
+
+	cat <<EOF
+how the figures are read:
+- latency is one-way, half the round trip, median (p50) over the iterations.
+  UCX: the "50.0%ile" column of ucx_perftest's Final row: in UCX 1.13 the median
+  of the last min(2048, iterations) round trips, halved (libperf.c,
+  ucx_perf_calc_result); "average"/"overall" are means and are not used.
+  xport-perf and mpi-baseline: p50 over all round trips after a warmup (10000
+  and 1000 here), one clock read in each round trip, receives posted first.
+- bandwidth in GB/s = 10^9 B/s. UCX prints "MB/s" meaning MiB/s: its "overall"
+  column x 1048576 / 10^9; it is taken at the sender (the tag_bw client), which
+  sends one buffer into one receive buffer (both stay in cache).
+  xport-perf and mpi-baseline take it at the receiver (10^6 B/s / 1000): a
+  window of 64 x 1 MiB into 64 distinct receive buffers (64 MiB, beyond the
+  caches), from the round's go to its last completion, median over rounds;
+  "1 receive buffer" is mpi-baseline --one-buffer: the window into one buffer,
+  as ucx_perftest and osu_bw do. mpi-baseline's go is a zero-byte MPI
+  message; xport-perf's an out-of-band barrier (~12 us, inside the interval:
+  a slight understatement).
+- Open MPI: 8 B with vader as it comes; 1 MiB with
+  btl_vader_single_copy_mechanism none (copies through vader's shared buffers;
+  BASELINES.md's 18 GB/s, which only the one-buffer run approaches) and with
+  vader's default single copy, cross-memory attach (CMA: process_vm_readv,
+  which xport's shm transport uses from 256 KiB).
+- every process spins while it waits: on 2 vCPUs any other job running costs
+  a lot (see the load line); rounds vary: compare only figures of one run.
+EOF
+fi
 echo
 
 echo "commands (round 1; later rounds differ only in the UCX port), run from $ROOT:"
