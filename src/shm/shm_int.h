@@ -28,13 +28,16 @@
  * matches a reused word) and a state in the low two bits. */
 enum { RNDV_FREE = 0, RNDV_PENDING = 1, RNDV_CLAIMED = 2, RNDV_DONE = 3 };
 /* From this size a rendezvous payload is read straight from the sender's
- * buffer with process_vm_readv (one copy of clean lines) instead of
- * streamed through chunks (two copies, each chunk's lines dirty in the
- * other core's cache). Measured here (xport-perf, 2 vCPUs): chunks won at
- * 64 KiB (5.5 against 10 us), cross-memory attach at 1 MiB windowed
- * (5.4 against 1.2-1.9 GB/s, which is also what a bare two-process
- * pipeline of memcpy reaches on this machine). XP_SHM_CMA_MIN overrides. */
-#define SHM_CMA_MIN_DEFAULT (256u << 10)
+ * buffer with process_vm_readv (one copy, with a system call and page
+ * pinning per message) instead of streamed through chunks (two copies, one
+ * on each core, no system call). Measured here, xport-perf bw, window 64,
+ * alternating runs: at 1 MiB chunks gave 9.3-12.3 GB/s and direct reads
+ * 4.9-5.8; at 8 MiB 4.9-10.7 against 4.0-4.7; only once, with the two vCPUs
+ * placed far apart, did direct reads win (3.8 against 1.2-1.9, which a bare
+ * two-process memcpy pipeline also gave then). So chunks by default, as
+ * Open MPI's vader and UCX's posix transport do; XP_SHM_CMA_MIN=<bytes>
+ * turns direct reads on from that size. */
+#define SHM_CMA_MIN_DEFAULT UINT64_MAX
 
 struct shm_rndv {
 	_Atomic uint32_t state; /* gen << 2 | RNDV_* */
