@@ -12,8 +12,7 @@
 #define DEFAULT_POOL_MAX (64u << 20)
 #define DEFAULT_UNEXPECTED_MAX (16u << 20)
 
-/* Parses a size with an optional k/m/g suffix (powers of 1024). */
-static int parse_size(const char *s, size_t *out)
+int xpi_parse_size(const char *s, size_t *out)
 {
 	char *end;
 	errno = 0;
@@ -51,7 +50,7 @@ static void env_size(const char *name, size_t *field)
 	size_t v;
 	if (s == NULL || *s == '\0')
 		return;
-	if (parse_size(s, &v) == 0)
+	if (xpi_parse_size(s, &v) == 0)
 		*field = v;
 	else
 		xpi_log(XPI_LOG_WARN, "ignoring %s=%s: not a size", name, s);

@@ -17,6 +17,10 @@ struct xpi_config {
 	int thread_mode;
 };
 
+/* Parses a size with an optional k/m/g suffix (powers of 1024). Returns 0
+ * or -EINVAL. */
+int xpi_parse_size(const char *s, size_t *out);
+
 /* Validates a public config (NULL: defaults and environment). Returns 0 or -EINVAL. */
 int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out);
 

@@ -6,6 +6,7 @@
  * as MPI's singletons are.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -61,8 +62,11 @@ static int make_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card *
 	if (env != NULL && *env != '\0') {
 		const char *why = "";
 		if (xpi_transports_parse(env, c->allowed, &c->nallowed, &why) < 0) {
-			xpi_log(XPI_LOG_ERROR, "rank %d: XP_TRANSPORTS=%s: %s", ctx->rank, env,
-				why);
+			char text[256];
+			snprintf(text, sizeof(text), "rank %d: XP_TRANSPORTS=%s: %s", ctx->rank,
+				 env, why);
+			xpi_log(XPI_LOG_ERROR, "%s", text);
+			xpi_set_thread_detail(text);
 			return -EINVAL;
 		}
 	}

@@ -3,6 +3,8 @@
  * streamed through chunks, sleeping on a futex, dead peers (see shm.h). */
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -427,12 +429,32 @@ static void peer_died(struct xpi_shm *s, int peer, const char *why)
 	}
 }
 
+static bool process_gone(const struct shm_peer *p)
+{
+	if (p->pidfd >= 0) {
+		struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
+		return poll(&pfd, 1, 0) == 1;
+	}
+	return kill(p->pid, 0) < 0 && errno == ESRCH;
+}
+
 static void check_liveness(struct xpi_shm *s)
 {
 	for (int i = 0; i < s->npolled; i++) {
 		int peer = s->polled[i];
-		if (!s->peers[peer].dead && kill(s->peers[peer].pid, 0) < 0 && errno == ESRCH)
+		if (!s->peers[peer].dead && process_gone(&s->peers[peer]))
 			peer_died(s, peer, "exited or died (its process is gone)");
+	}
+}
+
+/* At most every 100 ms, wherever it is called from: a waiter that sleeps on
+ * another transport, or a program that only polls, must notice too. */
+static void maybe_check_liveness(struct xpi_shm *s)
+{
+	int64_t now = xpi_now_ns();
+	if (now >= s->next_liveness_ns) {
+		check_liveness(s);
+		s->next_liveness_ns = now + 100000000;
 	}
 }
 
@@ -440,6 +462,8 @@ static int shm_progress(void *tlp)
 {
 	struct xpi_shm *s = tlp;
 	int n = 0;
+	if ((++s->polls & 1023) == 0)
+		maybe_check_liveness(s); /* a clock read every 1024 calls */
 	for (int i = 0; i < s->npolled; i++) {
 		int peer = s->polled[i];
 		if (s->peers[peer].dead)
@@ -489,11 +513,7 @@ static bool work_waiting(struct xpi_shm *s)
 static void shm_block(void *tlp, int64_t timeout_ns)
 {
 	struct xpi_shm *s = tlp;
-	int64_t now = xpi_now_ns();
-	if (now >= s->next_liveness_ns) {
-		check_liveness(s);
-		s->next_liveness_ns = now + 100000000; /* 100 ms */
-	}
+	maybe_check_liveness(s);
 	uint32_t bell = atomic_load(&s->mine->doorbell);
 	atomic_store(&s->mine->sleeping, 1); /* seq_cst: before the looks below */
 	/* Look once more after saying we sleep, so what came in between (a

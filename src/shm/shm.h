@@ -9,14 +9,17 @@
  * however it ends.
  *
  * Eager messages up to 4 KiB travel inside the ring. Longer ones go by
- * rendezvous with one copy: the receiver claims the send with a
- * compare-and-swap on its state word in the sender's segment and reads the
- * sender's buffer with process_vm_readv (cross-memory attach), then marks
- * it done; a sender that times out withdraws with the same CAS.
+ * rendezvous: the receiver claims the send with a compare-and-swap on its
+ * state word in the sender's segment (a sender that times out withdraws
+ * with the same CAS) and the sender streams the payload through chunks of
+ * the receiver's segment while the receiver copies the previous chunk out;
+ * with XP_SHM_CMA_MIN set, payloads from that size are read straight from
+ * the sender's buffer with process_vm_readv instead.
  *
  * A waiting rank spins, then sleeps on a futex in its segment that senders
  * ring when they see it asleep, so more ranks than cores still progress. A
- * sleeping rank checks every slice that its peers' processes still exist.
+ * rank checks every 100 ms, while it waits or polls, that its peers'
+ * processes still exist (a pidfd, so an unreaped zombie counts as gone).
  */
 #ifndef XPI_SHM_H
 #define XPI_SHM_H

@@ -14,7 +14,9 @@
 
 #define SEG_MAGIC 0x58534547u /* "XSEG" */
 #define SEG_VERSION 2u
-#define NRNDV 1024u
+/* Rendezvous sends a rank may have announced and not yet handed over (all
+ * peers together); the state words live in its segment, 16 B each. */
+#define NRNDV 65536u
 /* Eager payloads up to this go inside the ring (1 + 68 slots). */
 #define SHM_INLINE_MAX 4096u
 /* Rendezvous payloads stream through chunks of the receiver's segment:
@@ -78,6 +80,7 @@ struct shm_peer {
 	struct shm_seg *seg; /* the peer's segment, mapped */
 	size_t seg_len;
 	pid_t pid;
+	int pidfd; /* readable once the peer's process has ended; -1 if none */
 	bool dead;
 	bool cma;             /* we may read its memory with process_vm_readv */
 	uint32_t events_seen; /* its direct reads of our sends we have looked at */
@@ -111,6 +114,7 @@ struct xpi_shm {
 	uint64_t cma_min; /* rendezvous from this size read by cross-memory attach */
 	uint8_t *scratch;
 	int64_t next_liveness_ns;
+	uint32_t polls; /* progress calls, to look at the clock now and then */
 };
 
 size_t xpi_shm_seg_size(int nranks);

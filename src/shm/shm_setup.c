@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "../core/bootstrap.h"
+#include "../core/config.h"
 #include "../core/log.h"
 #include "shm.h"
 #include "shm_int.h"
@@ -29,6 +31,8 @@ void xpi_shm_destroy(void *tlp)
 			free(xpi_container_of(l, struct shm_rx, link));
 		if (s->peers[p].seg != NULL)
 			munmap(s->peers[p].seg, s->peers[p].seg_len);
+		if (s->peers[p].pidfd > 0)
+			close(s->peers[p].pidfd);
 	}
 	if (s->mine != NULL)
 		munmap(s->mine, s->seg_len);
@@ -117,6 +121,7 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	if (s->peers == NULL || s->polled == NULL || s->scratch == NULL)
 		goto out;
 	for (int p = 0; p < n; p++) {
+		s->peers[p].pidfd = -1;
 		s->peers[p].tx_idx = -1;
 		xpi_dlist_init(&s->peers[p].tx_out);
 		xpi_dlist_init(&s->peers[p].rx);
@@ -129,8 +134,13 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	mine.probe_val = probe_word;
 	s->cma_min = SHM_CMA_MIN_DEFAULT;
 	const char *env = getenv("XP_SHM_CMA_MIN");
-	if (env != NULL && *env != '\0')
-		s->cma_min = strtoull(env, NULL, 0);
+	size_t cma_min;
+	if (env != NULL && *env != '\0') {
+		if (xpi_parse_size(env, &cma_min) == 0)
+			s->cma_min = cma_min;
+		else
+			xpi_log(XPI_LOG_WARN, "ignoring XP_SHM_CMA_MIN=%s: not a size", env);
+	}
 	if (any) {
 		sweep_stale();
 		seg_name(name, sizeof(name), getpid(), me);
@@ -148,7 +158,7 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	}
 	rc = xpi_boot_allgather(boot, &mine, sizeof(mine), cards);
 	if (rc < 0)
-		goto out;
+		goto unlink;
 	/* Map the segments of the peers both sides want. */
 	for (int p = 0; p < n; p++) {
 		if (p == me || !want[p] || !mine.ok || !cards[p].ok)
@@ -168,6 +178,9 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 		s->peers[p].seg_len = s->seg_len;
 		s->peers[p].pid = cards[p].pid;
 		s->peers[p].cma = can_read(&cards[p]);
+		/* A pidfd turns readable when the process ends, also while it is
+		 * a zombie nobody reaped yet (kill(pid, 0) still succeeds then). */
+		s->peers[p].pidfd = (int)syscall(SYS_pidfd_open, cards[p].pid, 0);
 		mine_ok[p] = 1;
 	}
 	/* Both sides must have mapped each other: agree through the bootstrap. */
@@ -178,8 +191,10 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 		rc = xpi_boot_allgather(boot, row, (size_t)n, all_ok);
 		free(row);
 	}
-	if (any) {
-		/* Everyone has mapped what it will: the name can go. */
+unlink:
+	if (mine.ok) {
+		/* Everyone has mapped what it will (or the job failed): the name
+		 * can go, on every path. */
 		seg_name(name, sizeof(name), getpid(), me);
 		shm_unlink(name);
 	}
