@@ -68,37 +68,10 @@
 #include "core/bootstrap.h"
 #include "mproc.h"
 #include "testutil.h"
+#include "pattern.h"
 
 /* ------------------------------------------------------------------------- */
 /* Helpers                                                                   */
-
-/* A fill that differs per message and per byte: a misplaced or stale byte
- * shows up. */
-static void fill(uint8_t *p, size_t len, uint32_t seed)
-{
-	uint32_t x = seed * 2654435761u + 1;
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		p[i] = (uint8_t)x;
-	}
-}
-
-static int check(const uint8_t *p, size_t len, uint32_t seed)
-{
-	uint32_t x = seed * 2654435761u + 1;
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		if (p[i] != (uint8_t)x) {
-			fprintf(stderr, "byte %zu of %zu differs (seed %u)\n", i, len, seed);
-			return -1;
-		}
-	}
-	return 0;
-}
 
 static int64_t now_ns(void)
 {

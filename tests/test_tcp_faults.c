@@ -69,6 +69,7 @@ int main(void)
 
 #include "tcp/tcp.h"
 #include "tcp/tcp_setup.h"
+#include "pattern.h"
 
 #define T_CONTAINS(text, sub)                                                                      \
 	do {                                                                                       \
@@ -76,33 +77,6 @@ int main(void)
 		if (strstr(_t, (sub)) == NULL)                                                     \
 			T_FAIL("\"%s\" does not contain \"%s\"", _t, (sub));                       \
 	} while (0)
-
-/* A fill that differs per message and per byte. */
-static void fill(uint8_t *p, size_t len, uint32_t seed)
-{
-	uint32_t x = seed * 2654435761u + 1;
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		p[i] = (uint8_t)x;
-	}
-}
-
-static int check(const uint8_t *p, size_t len, uint32_t seed)
-{
-	uint32_t x = seed * 2654435761u + 1;
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		if (p[i] != (uint8_t)x) {
-			fprintf(stderr, "byte %zu of %zu differs (seed %u)\n", i, len, seed);
-			return -1;
-		}
-	}
-	return 0;
-}
 
 static int64_t now_ms(void)
 {
