@@ -45,6 +45,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "perf_util.h"
 
 #define TAG_LAT 0x1a7
 #define TAG_BW 0xb3
@@ -68,32 +69,6 @@ static void die(const char *fmt, const char *arg)
 	fputc('\n', stderr);
 	MPI_Abort(MPI_COMM_WORLD, 1);
 	exit(1);
-}
-
-static inline int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-/* xport-perf's percentile index: the smallest k with k/n >= p. */
-static size_t pct_index(size_t n, double p)
-{
-	size_t k = (size_t)((p / 100.0) * (double)n + 0.999999);
-	return k == 0 ? 0 : (k > n ? n - 1 : k - 1);
 }
 
 static void *alloc_touched(size_t len)
