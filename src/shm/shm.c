@@ -151,6 +151,22 @@ static void claim_next(struct xpi_shm *s, int src)
 		uint32_t expected = x->gen << 2 | RNDV_PENDING;
 		if (atomic_compare_exchange_strong(&p->seg->rndv[x->idx].state, &expected,
 						   x->gen << 2 | RNDV_CLAIMED)) {
+			if (x->len == 0) {
+				/* Nothing to stream (a zero-byte send that found no
+				 * eager credit): finish it as a direct read does. The
+				 * one-word mailbox must not name it, or our next claim
+				 * could overwrite it before the sender looked. */
+				atomic_store_explicit(&p->seg->rndv[x->idx].state,
+						      x->gen << 2 | RNDV_DONE,
+						      memory_order_release);
+				atomic_fetch_add_explicit(&s->mine->rings[src].events, 1,
+							  memory_order_release);
+				notify(p);
+				xpi_dlist_remove(&x->link);
+				xpi_engine_rndv_done(s->ctx, x->rreq, 0);
+				free(x);
+				continue;
+			}
 			x->claimed = true;
 			s->streams++;
 			/* Tell the sender which one, beside the ring it sends us
