@@ -160,7 +160,23 @@ XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 	 * work over through cmdq, which each round drains. The token is given
 	 * back before yielding the CPU, so another thread can take over.
 	 */
+	unsigned rounds = 0;
 	while (!xpi_request_done(r)) {
+		/* The deadline is looked at every 16 rounds, busy or idle: a
+		 * wait that keeps seeing other work must still end on time. */
+		if ((++rounds & 15) == 0 && deadline != INT64_MAX) {
+			if (deadline == 0) {
+				deadline = timeout_ms == XP_TIMEOUT_INFINITE ?
+						   INT64_MAX :
+						   xpi_now_ns() + (int64_t)timeout_ms * 1000000;
+			} else if (xpi_now_ns() >= deadline) {
+				r->waited_ms = timeout_ms;
+				request_cancel(r,
+					       -ETIMEDOUT); /* queued to us if we hold the token */
+				deadline =
+					INT64_MAX; /* the cancel ends the wait, soon and surely */
+			}
+		}
 		if (!owner)
 			owner = xpi_owner_try_acquire(ctx);
 		if (owner && xpi_engine_run(ctx) > 0) {
@@ -178,17 +194,6 @@ XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 			t->ops->block(t->tl, BLOCK_SLICE_NS);
 		} else {
 			sched_yield();
-		}
-		if ((idle & 15) != 0 || deadline == INT64_MAX)
-			continue;
-		if (deadline == 0) {
-			deadline = timeout_ms == XP_TIMEOUT_INFINITE ?
-					   INT64_MAX :
-					   xpi_now_ns() + (int64_t)timeout_ms * 1000000;
-		} else if (xpi_now_ns() >= deadline) {
-			r->waited_ms = timeout_ms;
-			request_cancel(r, -ETIMEDOUT); /* queued to us if we hold the token */
-			deadline = INT64_MAX; /* the cancel ends the wait, soon and surely */
 		}
 	}
 	if (owner)
