@@ -33,6 +33,7 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 	ctx->eager_credit_per_peer = cfg->unexpected_max_bytes / (uint64_t)size;
 	xpi_mpsc_init(&ctx->cmdq);
 	xpi_dlist_init(&ctx->regs);
+	xpi_dlist_init(&ctx->reposts);
 	ctx->world = (struct xp_comm){ .ctx = ctx, .id = 0, .rank = rank, .size = size };
 
 	int rc = -ENOMEM;

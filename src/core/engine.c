@@ -24,6 +24,9 @@ enum take_result {
 };
 
 static void run_cmd(xp_context_t *ctx, struct xpi_cmd *cmd);
+static void flush_reposts(xp_context_t *ctx);
+static void set_cancel_detail(xp_context_t *ctx, xp_request_t *r, int reason);
+static void fail_wildcard(xp_context_t *ctx, xp_request_t *r);
 
 static int drain_cmdq(xp_context_t *ctx)
 {
@@ -42,6 +45,7 @@ int xpi_engine_run(xp_context_t *ctx)
 	n += xpi_engine_retry_pending(ctx);
 	for (int i = 0; i < ctx->ntls; i++)
 		n += ctx->tls[i].ops->progress(ctx->tls[i].tl);
+	flush_reposts(ctx);
 	return n;
 }
 
@@ -84,15 +88,31 @@ int xpi_engine_flush(xp_context_t *ctx, int timeout_ms)
 void xpi_engine_submit(xp_context_t *ctx, struct xpi_cmd *cmd)
 {
 	if (xpi_owner_try_acquire(ctx)) {
-		/* Older commands first, so one thread's operations keep their order. */
+		/* Older commands first, so one thread's operations keep their
+		 * order. The drain stops early at a push another thread has
+		 * half done, and an earlier command of this very thread may sit
+		 * behind it: then this one must queue behind it too, never run
+		 * ahead (the release below drains the rest). */
 		drain_cmdq(ctx);
-		run_cmd(ctx, cmd);
+		if (xpi_unlikely(!ctx->serialized && xpi_mpsc_maybe_nonempty(&ctx->cmdq)))
+			xpi_mpsc_push(&ctx->cmdq, &cmd->node);
+		else
+			run_cmd(ctx, cmd);
+		flush_reposts(ctx);
 		xpi_owner_release(ctx);
 		return;
 	}
 	xpi_mpsc_push(&ctx->cmdq, &cmd->node);
-	if (xpi_owner_try_acquire(ctx)) {
+	/* The push's seq_cst exchange and this seq_cst load pair with the
+	 * owner's seq_cst release store and its seq_cst look at the queue
+	 * (xpi_owner_release): in the single total order of those four either
+	 * the owner sees our command or we see the token free. A relaxed
+	 * load here could read a stale "taken" (allowed by C11 even where x86
+	 * would not) and strand the command. */
+	if (atomic_load_explicit(&ctx->owner, memory_order_seq_cst) == 0 &&
+	    xpi_owner_try_acquire(ctx)) {
 		drain_cmdq(ctx);
+		flush_reposts(ctx);
 		xpi_owner_release(ctx);
 	}
 }
@@ -172,15 +192,30 @@ static void unexp_account(xp_context_t *ctx, const struct xpi_msg *m, int dir)
 		atomic_store_explicit(&ctx->st_unexp_bytes_max, now, memory_order_relaxed);
 }
 
-/* Releases what a message holds without delivering it. */
-static void msg_discard(xp_context_t *ctx, struct xpi_msg *m)
+/* Releases what a message holds without delivering it. No credit goes
+ * back: a duplicate was never charged twice, and a stream that broke has
+ * no credit left to speak of. */
+static void msg_release(xp_context_t *ctx, struct xpi_msg *m)
 {
 	if (m->kind == XPI_MSG_BUF && m->buf != NULL)
 		xpi_buf_put(m->buf);
 	else if (m->kind == XPI_MSG_RTS)
 		ctx->tls[m->tl].ops->msg_release(ctx->tls[m->tl].tl, m);
-	if (msg_is_eager(m))
-		credit_return(ctx, m);
+}
+
+/* A message that could not be kept (out of memory) breaks its sender's
+ * stream: what follows it would be matched out of order, so the sender is
+ * treated as lost, its operations fail naming it, and it learns the same
+ * when its own operations with this rank fail. */
+static void stream_broken(xp_context_t *ctx, struct xpi_msg *m)
+{
+	int src = m->u.key.src;
+	char why[96];
+	snprintf(why, sizeof(why),
+		 "sent message %u (tag 0x%llx) that rank %d had no memory to keep", m->peer_seq,
+		 (unsigned long long)m->u.key.tag, ctx->rank);
+	msg_release(ctx, m);
+	xpi_engine_peer_failed(ctx, src, -ENOMEM, why);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -299,9 +334,12 @@ void xpi_engine_rndv_done(xp_context_t *ctx, xp_request_t *r, int err)
 	if (err == -ECANCELED) {
 		/* The sender withdrew the message after this receive took it:
 		 * the receive goes back where its number puts it, as if the
-		 * message had never been sent. */
+		 * message had never been sent. Not here but at the end of the
+		 * engine's current step: a transport may say so from inside
+		 * rndv_fetch or while it walks its own lists, and taking
+		 * another message now would re-enter it. */
 		r->status = (xp_status_t){ .source = XP_ANY_SOURCE };
-		xpi_match_repost(&ctx->match, &r->posted);
+		xpi_dlist_push_tail(&ctx->reposts, &r->pending_link);
 		return;
 	}
 	finish_recv(ctx, r, err);
@@ -336,12 +374,8 @@ static void deliver_in_order(xp_context_t *ctx, struct xpi_msg *m, bool owned)
 	}
 	if (!owned) {
 		struct xpi_msg *copy = msg_clone(ctx, m);
-		if (copy == NULL) {
-			xpi_log(XPI_LOG_ERROR,
-				"rank %d: out of memory queueing a message from rank %d tag 0x%llx; "
-				"dropped",
-				ctx->rank, m->u.key.src, (unsigned long long)m->u.key.tag);
-			msg_discard(ctx, m);
+		if (xpi_unlikely(copy == NULL)) {
+			stream_broken(ctx, m);
 			return;
 		}
 		m = copy;
@@ -350,33 +384,39 @@ static void deliver_in_order(xp_context_t *ctx, struct xpi_msg *m, bool owned)
 	unexp_account(ctx, m, +1);
 }
 
+/* A copy of a message that came early, held in sequence order until the
+ * gap before it fills; one already held (a retransmission) is dropped. */
+static void hold_early(xp_context_t *ctx, struct xpi_peer *peer, struct xpi_msg *msg)
+{
+	struct xpi_dlink *pos;
+	xpi_dlist_for_each(pos, &peer->held) {
+		struct xpi_msg *h = xpi_container_of(pos, struct xpi_msg, held_link);
+		int32_t d = (int32_t)(h->peer_seq - msg->peer_seq);
+		if (d == 0) {
+			msg_release(ctx, msg);
+			return;
+		}
+		if (d > 0)
+			break;
+	}
+	struct xpi_msg *copy = msg_clone(ctx, msg);
+	if (xpi_unlikely(copy == NULL)) {
+		stream_broken(ctx, msg);
+		return;
+	}
+	xpi_dlist_push_tail(pos, &copy->held_link);
+}
+
 void xpi_engine_deliver(xp_context_t *ctx, struct xpi_msg *msg)
 {
 	struct xpi_peer *peer = &ctx->peers[msg->u.key.src];
 	int32_t ahead = (int32_t)(msg->peer_seq - peer->recv_seq);
 
 	if (xpi_unlikely(ahead != 0)) {
-		if (ahead < 0) {
-			xpi_log(XPI_LOG_WARN, "rank %d: duplicate message %u from rank %d dropped",
-				ctx->rank, msg->peer_seq, msg->u.key.src);
-			msg_discard(ctx, msg);
-			return;
-		}
-		/* Early: hold it, sorted by sequence number, until the gap fills. */
-		struct xpi_msg *copy = msg_clone(ctx, msg);
-		if (copy == NULL) {
-			xpi_log(XPI_LOG_ERROR, "rank %d: out of memory holding an early message",
-				ctx->rank);
-			msg_discard(ctx, msg);
-			return;
-		}
-		struct xpi_dlink *pos;
-		xpi_dlist_for_each(pos, &peer->held) {
-			struct xpi_msg *h = xpi_container_of(pos, struct xpi_msg, held_link);
-			if ((int32_t)(h->peer_seq - copy->peer_seq) > 0)
-				break;
-		}
-		xpi_dlist_push_tail(pos, &copy->held_link);
+		if (ahead < 0) /* delivered before: a retransmission */
+			msg_release(ctx, msg);
+		else
+			hold_early(ctx, peer, msg);
 		return;
 	}
 	deliver_in_order(ctx, msg, false);
@@ -394,20 +434,40 @@ void xpi_engine_deliver(xp_context_t *ctx, struct xpi_msg *msg)
 /* ------------------------------------------------------------------------- */
 /* Posting                                                                   */
 
-static void exec_recv(xp_context_t *ctx, xp_request_t *r)
+/* Queued receive @r can never match: its source (or, for a wildcard,
+ * every other rank) is lost. Fails it, naming them; false if it may. */
+static bool fail_if_unreachable(xp_context_t *ctx, xp_request_t *r)
 {
-	r->posted.key.comm = r->comm;
-	r->posted.key.src = r->peer;
-	r->posted.key.tag = r->tag;
-	r->posted.key.mask = r->mask;
+	if (r->peer >= 0) {
+		if (xpi_likely(ctx->peers[r->peer].failed == 0))
+			return false;
+		xpi_match_cancel(&ctx->match, &r->posted);
+		xpi_engine_fail_request(ctx, r, r->peer);
+		return true;
+	}
+	if (xpi_likely(ctx->nfailed == 0) || ctx->nfailed < ctx->size - 1)
+		return false;
+	xpi_match_cancel(&ctx->match, &r->posted);
+	fail_wildcard(ctx, r);
+	return true;
+}
+
+/*
+ * Finds @r a message among the unexpected ones, or queues it. A new
+ * receive gets its number now; a reposted one (@repost) keeps its own and
+ * goes back to its place in the posting order, and it must search the
+ * unexpected messages again: a message that came while it was away (taking
+ * a message its sender then withdrew) matched no queued receive, so it is
+ * there, and it is this receive's.
+ */
+static void recv_search(xp_context_t *ctx, xp_request_t *r, bool repost)
+{
 	for (;;) {
-		struct xpi_unexp *u = xpi_match_post(&ctx->match, &r->posted);
+		struct xpi_unexp *u = repost ? xpi_match_repost_search(&ctx->match, &r->posted) :
+					       xpi_match_post(&ctx->match, &r->posted);
+		repost = true; /* numbered once; a retry below is a repost */
 		if (u == NULL) {
-			/* Queued. From a dead rank nothing more will come. */
-			if (r->peer >= 0 && xpi_unlikely(ctx->peers[r->peer].failed != 0)) {
-				xpi_match_cancel(&ctx->match, &r->posted);
-				xpi_engine_fail_request(ctx, r, r->peer);
-			}
+			fail_if_unreachable(ctx, r);
 			return;
 		}
 		struct xpi_msg *m = xpi_container_of(u, struct xpi_msg, u);
@@ -423,6 +483,34 @@ static void exec_recv(xp_context_t *ctx, xp_request_t *r)
 			return;
 		}
 		xpi_msg_free(ctx, m); /* withdrawn by its sender: look again */
+	}
+}
+
+static void exec_recv(xp_context_t *ctx, xp_request_t *r)
+{
+	r->posted.key.comm = r->comm;
+	r->posted.key.src = r->peer;
+	r->posted.key.tag = r->tag;
+	r->posted.key.mask = r->mask;
+	recv_search(ctx, r, false);
+}
+
+/* Puts back the receives whose message was withdrawn (xpi_engine_rndv_done).
+ * One that was cancelled meanwhile ends now: its cancel found it away
+ * and left it, and a cancel is asked for only once. */
+static void flush_reposts(xp_context_t *ctx)
+{
+	struct xpi_dlink *l;
+	while ((l = xpi_dlist_pop_head(&ctx->reposts)) != NULL) {
+		xp_request_t *r = xpi_container_of(l, xp_request_t, pending_link);
+		int reason = atomic_load_explicit(&r->cancel_reason, memory_order_relaxed);
+		if (reason != 0) {
+			set_cancel_detail(ctx, r, reason);
+			stat_add(&ctx->st_recvs, 1);
+			xpi_request_complete(r, reason);
+			continue;
+		}
+		recv_search(ctx, r, true);
 	}
 }
 
@@ -649,16 +737,50 @@ void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *wh
 			}
 		}
 	}
+	/* Wildcard receives too once no other rank is left to send: when
+	 * every peer is lost, an XP_ANY_SOURCE receive can never match. */
+	bool all_lost = ++ctx->nfailed >= ctx->size - 1;
 	struct xpi_dlink *pos = ctx->match.posted_wild.next;
 	while (pos != &ctx->match.posted_wild) {
 		struct xpi_posted *pp = xpi_container_of(pos, struct xpi_posted, link);
+		xp_request_t *r = xpi_container_of(pp, xp_request_t, posted);
 		pos = pos->next;
 		if (pp->key.src == peer) {
 			xpi_match_cancel(&ctx->match, pp);
-			fail_request(ctx, xpi_container_of(pp, xp_request_t, posted), peer, err,
-				     why);
+			fail_request(ctx, r, peer, err, why);
+		} else if (pp->key.src < 0 && all_lost) {
+			xpi_match_cancel(&ctx->match, pp);
+			fail_wildcard(ctx, r);
 		}
 	}
+}
+
+/* Completes wildcard receive @r when every other rank is lost, naming them
+ * (the first few) and why the last one went. */
+static void fail_wildcard(xp_context_t *ctx, xp_request_t *r)
+{
+	char ranks[160];
+	size_t used = 0;
+	int shown = 0, last = -1;
+	ranks[0] = '\0';
+	for (int i = 0; i < ctx->size; i++) {
+		if (ctx->peers[i].failed == 0)
+			continue;
+		last = i;
+		if (shown++ < 8 && used < sizeof(ranks))
+			used += (size_t)snprintf(ranks + used, sizeof(ranks) - used, "%s%d",
+						 shown > 1 ? ", " : "", i);
+	}
+	if (shown > 8 && used < sizeof(ranks))
+		snprintf(ranks + used, sizeof(ranks) - used, " and %d more", shown - 8);
+	xpi_request_set_detail(r,
+			       "rank %d: %s from any rank tag 0x%llx mask 0x%llx on communicator "
+			       "%u failed: every other rank is lost (rank%s %s; rank %d %s)",
+			       ctx->rank, op_name(r), (unsigned long long)r->tag,
+			       (unsigned long long)r->mask, r->comm, shown > 1 ? "s" : "", ranks,
+			       last, last >= 0 ? ctx->peers[last].failed_why : "failed");
+	stat_add(&ctx->st_recvs, 1);
+	xpi_request_complete(r, last >= 0 ? ctx->peers[last].failed : -ECONNRESET);
 }
 
 void xpi_engine_fail_request(xp_context_t *ctx, xp_request_t *r, int peer)

@@ -56,7 +56,7 @@ struct xp_request {
 	struct xpi_cmd post_cmd;
 	struct xpi_cmd cancel_cmd;
 	struct xpi_posted posted;      /* receives: owner */
-	struct xpi_dlink pending_link; /* sends waiting for room: owner */
+	struct xpi_dlink pending_link; /* sends waiting for room, receives to repost: owner */
 	struct xpi_dlink tl_link;      /* the transport's own lists (rendezvous) */
 	uint64_t tl_id;                /* the transport's id for it */
 	uint32_t tl_pending;           /* the transport's count (zero-copy notifications) */
@@ -148,9 +148,13 @@ struct xp_context {
 	 * shared out evenly): see xpi_eager_cost(). */
 	uint64_t eager_credit_per_peer;
 	struct xpi_pool *pool;
-	struct xpi_match match;        /* owner */
-	struct xpi_peer *peers;        /* owner */
-	uint32_t npending;             /* owner: sends in peers' pending lists */
+	struct xpi_match match; /* owner */
+	struct xpi_peer *peers; /* owner */
+	uint32_t npending;      /* owner: sends in peers' pending lists */
+	int nfailed;            /* owner: peers lost (xpi_engine_peer_failed) */
+	/* owner: receives whose message was withdrawn after they took it,
+	 * put back at the end of the engine's step (xpi_engine_rndv_done) */
+	struct xpi_dlink reposts;
 	uint64_t eager_returned_total; /* owner: sum of the peers' eager_returned */
 	struct xpi_tl_slot tls[XPI_MAX_TL];
 	int ntls;

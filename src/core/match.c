@@ -104,36 +104,42 @@ static void unexp_unlink(struct xpi_match *m, struct xpi_unexp *u)
 	m->unexp_count--;
 }
 
-struct xpi_unexp *xpi_match_post(struct xpi_match *m, struct xpi_posted *p)
+/* Removes and returns the earliest unexpected message @p matches, or NULL. */
+static struct xpi_unexp *take_unexpected(struct xpi_match *m, const struct xpi_posted *p)
 {
 	struct xpi_dlink *n;
+	if (m->unexp_count == 0)
+		return NULL;
+	if (p->exact) {
+		struct xpi_dlink *b = bucket_of(&m->unexp_hash, &p->key);
+		xpi_dlist_for_each(n, b) {
+			struct xpi_unexp *u = xpi_container_of(n, struct xpi_unexp, hash_link);
+			if (same_key(&u->key, &p->key)) {
+				unexp_unlink(m, u);
+				return u;
+			}
+		}
+	} else {
+		xpi_dlist_for_each(n, &m->unexp_all) {
+			struct xpi_unexp *u = xpi_container_of(n, struct xpi_unexp, all_link);
+			if (xpi_match_keys_match(&p->key, &u->key)) {
+				unexp_unlink(m, u);
+				return u;
+			}
+		}
+	}
+	return NULL;
+}
 
+struct xpi_unexp *xpi_match_post(struct xpi_match *m, struct xpi_posted *p)
+{
 	p->exact = p->key.src >= 0 && p->key.mask == UINT64_MAX;
 	/* Numbered even when it matches at once: the numbers then give the
 	 * order in which the engine saw every receive (tests check with it). */
 	p->seq = m->next_seq++;
-	if (m->unexp_count != 0) {
-		if (p->exact) {
-			struct xpi_dlink *b = bucket_of(&m->unexp_hash, &p->key);
-			xpi_dlist_for_each(n, b) {
-				struct xpi_unexp *u =
-					xpi_container_of(n, struct xpi_unexp, hash_link);
-				if (same_key(&u->key, &p->key)) {
-					unexp_unlink(m, u);
-					return u;
-				}
-			}
-		} else {
-			xpi_dlist_for_each(n, &m->unexp_all) {
-				struct xpi_unexp *u =
-					xpi_container_of(n, struct xpi_unexp, all_link);
-				if (xpi_match_keys_match(&p->key, &u->key)) {
-					unexp_unlink(m, u);
-					return u;
-				}
-			}
-		}
-	}
+	struct xpi_unexp *u = take_unexpected(m, p);
+	if (u != NULL)
+		return u;
 	if (p->exact) {
 		if (m->posted_exact.count >= 2 * m->posted_exact.nbuckets)
 			hash_grow(&m->posted_exact, posted_key);
@@ -244,4 +250,12 @@ void xpi_match_repost(struct xpi_match *m, struct xpi_posted *p)
 			break;
 	}
 	xpi_dlist_push_tail(pos, &p->link);
+}
+
+struct xpi_unexp *xpi_match_repost_search(struct xpi_match *m, struct xpi_posted *p)
+{
+	struct xpi_unexp *u = take_unexpected(m, p);
+	if (u == NULL)
+		xpi_match_repost(m, p);
+	return u;
 }

@@ -116,4 +116,10 @@ static inline bool xpi_match_keys_match(const struct xpi_match_key *recv,
  * take the message after all, at the place its sequence number gives it. */
 void xpi_match_repost(struct xpi_match *m, struct xpi_posted *p);
 
+/* Puts back a receive that was away from the queues (it took a message
+ * whose sender then withdrew it): like xpi_match_post, but it keeps its
+ * number, so if no unexpected message matches it goes back to its place in
+ * the posting order; if one does, that one is removed and returned. */
+struct xpi_unexp *xpi_match_repost_search(struct xpi_match *m, struct xpi_posted *p);
+
 #endif

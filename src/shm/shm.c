@@ -139,8 +139,39 @@ static int shm_send_cancel(void *tlp, xp_request_t *sreq)
 	return 0;
 }
 
-/* Claims the oldest expected payload from @src that is not claimed yet;
- * a withdrawn one gives its receive back to the engine. */
+/* Claims expected payload @x from @src: 1, claimed (the sender streams it
+ * now); 0, done (nothing to stream); -ECANCELED, withdrawn by its sender.
+ * The caller finishes the receive for the last two. */
+static int claim(struct xpi_shm *s, int src, struct shm_rx *x)
+{
+	struct shm_peer *p = &s->peers[src];
+	uint32_t expected = x->gen << 2 | RNDV_PENDING;
+	if (!atomic_compare_exchange_strong(&p->seg->rndv[x->idx].state, &expected,
+					    x->gen << 2 | RNDV_CLAIMED))
+		return -ECANCELED;
+	if (x->len == 0) {
+		/* Nothing to stream (a zero-byte send that found no eager
+		 * credit): finish it as a direct read does. The one-word
+		 * mailbox must not name it, or our next claim could overwrite
+		 * it before the sender looked. */
+		atomic_store_explicit(&p->seg->rndv[x->idx].state, x->gen << 2 | RNDV_DONE,
+				      memory_order_release);
+		atomic_fetch_add_explicit(&s->mine->rings[src].events, 1, memory_order_release);
+		notify(p);
+		return 0;
+	}
+	x->claimed = true;
+	s->streams++;
+	/* Tell the sender which one, beside the ring it sends us messages
+	 * on: it reads one word instead of searching. */
+	atomic_store_explicit(&s->mine->rings[src].mailbox, x->idx + 1, memory_order_release);
+	notify(p); /* the sender starts streaming */
+	return 1;
+}
+
+/* Claims the oldest expected payload from @src that is not claimed yet
+ * (progress, after the one before it finished); a withdrawn one gives its
+ * receive back to the engine. */
 static void claim_next(struct xpi_shm *s, int src)
 {
 	struct shm_peer *p = &s->peers[src];
@@ -148,36 +179,11 @@ static void claim_next(struct xpi_shm *s, int src)
 		struct shm_rx *x = xpi_container_of(p->rx.next, struct shm_rx, link);
 		if (x->claimed)
 			return;
-		uint32_t expected = x->gen << 2 | RNDV_PENDING;
-		if (atomic_compare_exchange_strong(&p->seg->rndv[x->idx].state, &expected,
-						   x->gen << 2 | RNDV_CLAIMED)) {
-			if (x->len == 0) {
-				/* Nothing to stream (a zero-byte send that found no
-				 * eager credit): finish it as a direct read does. The
-				 * one-word mailbox must not name it, or our next claim
-				 * could overwrite it before the sender looked. */
-				atomic_store_explicit(&p->seg->rndv[x->idx].state,
-						      x->gen << 2 | RNDV_DONE,
-						      memory_order_release);
-				atomic_fetch_add_explicit(&s->mine->rings[src].events, 1,
-							  memory_order_release);
-				notify(p);
-				xpi_dlist_remove(&x->link);
-				xpi_engine_rndv_done(s->ctx, x->rreq, 0);
-				free(x);
-				continue;
-			}
-			x->claimed = true;
-			s->streams++;
-			/* Tell the sender which one, beside the ring it sends us
-			 * messages on: it reads one word instead of searching. */
-			atomic_store_explicit(&s->mine->rings[src].mailbox, x->idx + 1,
-					      memory_order_release);
-			notify(p); /* the sender starts streaming */
+		int rc = claim(s, src, x);
+		if (rc == 1)
 			return;
-		}
 		xpi_dlist_remove(&x->link);
-		xpi_engine_rndv_done(s->ctx, x->rreq, -ECANCELED); /* withdrawn */
+		xpi_engine_rndv_done(s->ctx, x->rreq, rc);
 		free(x);
 	}
 }
@@ -268,11 +274,18 @@ static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 		free(x);
 		return -EPROTO;
 	}
-	bool first = xpi_dlist_empty(&p->rx);
 	xpi_dlist_push_tail(&p->rx, &x->link);
-	if (first)
-		claim_next(s, src);
-	return 1; /* pump_rx() finishes it, or claim_next() if withdrawn */
+	if (p->rx.next != &x->link)
+		return 1; /* claimed in turn by claim_next(); pump_rx() finishes it */
+	/* First in line: claim it now, and say here, not through the engine,
+	 * if it is already done or withdrawn (rndv_fetch never completes its
+	 * own receive re-entrantly). */
+	int rc = claim(s, src, x);
+	if (rc != 1) {
+		xpi_dlist_remove(&x->link);
+		free(x);
+	}
+	return rc;
 }
 
 static void shm_msg_release(void *tlp, struct xpi_msg *msg)
