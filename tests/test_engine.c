@@ -252,11 +252,37 @@ static void test_order_behind_half_push(void)
 	xp_local_job_destroy(job);
 }
 
+/* Operations still posted or queued when a rank goes away end cancelled,
+ * saying why; they once stayed incomplete for ever. */
+static void test_teardown_completes_posts(void)
+{
+	xp_local_job_t *job;
+	xp_context_t *c0;
+	T_OK(xp_local_job_create(2, NULL, &job));
+	T_OK(xp_local_job_context(job, 0, &c0));
+	xp_comm_t *w = xp_comm_world(c0);
+	int a, b;
+	xp_request_t *exact, *wild, *queued;
+	T_OK(xp_irecv(w, &a, sizeof(a), 1, 3, XP_TAG_EXACT, &exact));
+	T_OK(xp_irecv(w, &b, sizeof(b), XP_ANY_SOURCE, 0, XP_TAG_ANY, &wild));
+	/* One more, handed over while "another thread" holds the token. */
+	T_CHECK(xpi_owner_try_acquire(c0));
+	T_OK(xp_irecv(w, &b, sizeof(b), 1, 4, XP_TAG_EXACT, &queued));
+	atomic_store(&c0->owner, 0);
+	xp_local_job_destroy(job);
+	xp_request_t *reqs[] = { exact, wild, queued };
+	for (int i = 0; i < 3; i++) {
+		T_EQ(xp_test(&reqs[i], NULL), -ECANCELED);
+		T_CHECK(strstr(xp_error_detail(), "finalized") != NULL);
+	}
+}
+
 int main(void)
 {
 	T_RUN(test_out_of_order_delivery);
 	T_RUN(test_duplicate_of_held_message);
 	T_RUN(test_order_behind_half_push);
+	T_RUN(test_teardown_completes_posts);
 	T_RUN(test_registration_reaches_backend);
 	return 0;
 }

@@ -146,11 +146,18 @@ int xp_progress(xp_context_t *ctx);
 /* Point-to-point                                                            */
 
 /**
+ * The longest message (and the largest receive capacity) a call accepts:
+ * 1 TiB. Longer ones are refused with -EINVAL, and so is a length from the
+ * wire beyond it, so no length plus a header can wrap.
+ */
+#define XP_MSG_MAX ((size_t)1 << 40)
+
+/**
  * Starts sending @len bytes at @buf to rank @dest of @comm with @tag.
  * Messages from one rank to another on one communicator that could match the
  * same receive are matched in the order they were sent.
- * Returns 0 and a request, -EINVAL (bad rank, NULL buffer with len > 0),
- * -ENOMEM.
+ * Returns 0 and a request, -EINVAL (bad rank, NULL buffer with len > 0,
+ * @len > XP_MSG_MAX; xp_error_detail() says which), -ENOMEM.
  */
 int xp_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag,
 	     xp_request_t **req);
@@ -160,7 +167,17 @@ int xp_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t ta
  * (or XP_ANY_SOURCE) whose tag t satisfies ((t ^ @tag) & @mask) == 0.
  * A message longer than @cap completes the request with -EMSGSIZE; the status
  * then holds the real length and the first @cap bytes are delivered.
- * Returns 0 and a request, -EINVAL, -ENOMEM.
+ *
+ * Lost peers: a receive from a rank that is lost (its process died, its
+ * connection broke, it sent what could not be kept) completes with that
+ * failure (-ECONNRESET, or -ENOMEM, -EPROTO) and a text naming it. An
+ * XP_ANY_SOURCE receive stays posted while any other rank of the job
+ * lives, since that rank may still send what it waits for (wait with a
+ * deadline to bound that); once every other rank is lost it fails the
+ * same way, naming them, at once and not at its deadline.
+ *
+ * Returns 0 and a request, -EINVAL (bad rank, NULL buffer with cap > 0,
+ * @cap > XP_MSG_MAX), -ENOMEM.
  */
 int xp_irecv(xp_comm_t *comm, void *buf, size_t cap, int source, uint64_t tag, uint64_t mask,
 	     xp_request_t **req);

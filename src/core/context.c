@@ -69,6 +69,8 @@ int xpi_context_add_tl(xp_context_t *ctx, const struct xpi_tl_ops *ops, void *tl
 {
 	if (ctx->ntls >= XPI_MAX_TL)
 		return -ENOSPC;
+	if (ops->eager_max == 0)
+		return -EINVAL; /* a backend that forgot it would send nothing eagerly */
 	struct xpi_tl_slot *t = &ctx->tls[ctx->ntls];
 	t->ops = ops;
 	t->tl = tl;
@@ -88,21 +90,42 @@ void xpi_context_set_peer_tl(xp_context_t *ctx, int peer, int tl)
 {
 	struct xpi_peer *p = &ctx->peers[peer];
 	p->tl = (uint8_t)tl;
-	p->rndv_threshold = ctx->cfg.rndv_threshold != 0 ? ctx->cfg.rndv_threshold :
-							   ctx->tls[tl].ops->rndv_threshold;
+	const struct xpi_tl_ops *ops = ctx->tls[tl].ops;
+	size_t thr = ctx->cfg.rndv_threshold != 0 ? ctx->cfg.rndv_threshold : ops->rndv_threshold;
+	/* What the transport cannot carry eagerly goes by rendezvous, and the
+	 * route (xp_route_get) reads this same number. */
+	if (ops->eager_max != SIZE_MAX && thr > ops->eager_max + 1)
+		thr = ops->eager_max + 1;
+	p->rndv_threshold = thr;
 }
 
 /* Drops everything still queued. The owner token is not needed: no other
  * thread may use the context any more. */
 void xpi_context_teardown(xp_context_t *ctx)
 {
+	/* Operations still queued or posted end cancelled, each with a text
+	 * that says why, so a thread that waits for one does not wait for
+	 * ever (and touches nothing of this context). */
 	struct xpi_qnode *node;
 	while ((node = xpi_mpsc_pop(&ctx->cmdq)) != NULL) {
 		struct xpi_cmd *cmd = xpi_container_of(node, struct xpi_cmd, node);
 		if (cmd->type == XPI_CMD_CANCEL)
 			xpi_request_put(xpi_container_of(cmd, xp_request_t, cancel_cmd));
+		else if (cmd->type == XPI_CMD_POST)
+			xpi_engine_drop_request(ctx, xpi_container_of(cmd, xp_request_t, post_cmd));
 	}
 	struct xpi_dlink *l;
+	while ((l = xpi_dlist_pop_head(&ctx->reposts)) != NULL)
+		xpi_engine_drop_request(ctx, xpi_container_of(l, xp_request_t, pending_link));
+	while ((l = xpi_dlist_pop_head(&ctx->match.posted_wild)) != NULL)
+		xpi_engine_drop_request(ctx, xpi_container_of(l, xp_request_t, posted.link));
+	for (uint32_t b = 0; b < ctx->match.posted_exact.nbuckets; b++) {
+		while ((l = xpi_dlist_pop_head(&ctx->match.posted_exact.buckets[b])) != NULL)
+			xpi_engine_drop_request(ctx,
+						xpi_container_of(l, xp_request_t, posted.link));
+	}
+	ctx->match.posted_exact.count = 0;
+	ctx->match.posted_wild_count = 0;
 	while ((l = xpi_dlist_pop_head(&ctx->match.unexp_all)) != NULL) {
 		struct xpi_msg *m = xpi_container_of(l, struct xpi_msg, u.all_link);
 		xpi_dlist_remove(&m->u.hash_link);
@@ -123,8 +146,8 @@ void xpi_context_teardown(xp_context_t *ctx)
 			free(m);
 		}
 		while ((l = xpi_dlist_pop_head(&ctx->peers[i].pending)) != NULL)
-			xpi_request_complete(xpi_container_of(l, xp_request_t, pending_link),
-					     -ECANCELED);
+			xpi_engine_drop_request(ctx,
+						xpi_container_of(l, xp_request_t, pending_link));
 	}
 	while ((l = xpi_dlist_pop_head(&ctx->regs)) != NULL) {
 		struct xpi_reg *g = xpi_container_of(l, struct xpi_reg, link);

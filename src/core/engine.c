@@ -412,8 +412,10 @@ void xpi_engine_deliver(xp_context_t *ctx, struct xpi_msg *msg)
 	struct xpi_peer *peer = &ctx->peers[msg->u.key.src];
 	int32_t ahead = (int32_t)(msg->peer_seq - peer->recv_seq);
 
-	if (xpi_unlikely(ahead != 0)) {
-		if (ahead < 0) /* delivered before: a retransmission */
+	if (xpi_unlikely(ahead != 0 || peer->failed != 0)) {
+		/* A retransmission of what was delivered before; or anything
+		 * from a lost peer, whose stream may have a hole in it. */
+		if (ahead < 0 || peer->failed != 0)
 			msg_release(ctx, msg);
 		else
 			hold_early(ctx, peer, msg);
@@ -829,4 +831,22 @@ static void run_cmd(xp_context_t *ctx, struct xpi_cmd *cmd)
 		cmd->run(ctx, cmd); /* XPI_CMD_TL */
 		break;
 	}
+}
+
+void xpi_engine_drop_request(xp_context_t *ctx, xp_request_t *r)
+{
+	if (xpi_request_done(r))
+		return;
+	char peer_text[32];
+	if (r->peer < 0)
+		snprintf(peer_text, sizeof(peer_text), "any rank");
+	else
+		snprintf(peer_text, sizeof(peer_text), "rank %d", r->peer);
+	xpi_request_set_detail(
+		r,
+		"rank %d: %s %s %s tag 0x%llx on communicator %u cancelled: the rank "
+		"was finalized (or its job destroyed) before it completed",
+		ctx->rank, op_name(r), r->op == XPI_OP_SEND ? "to" : "from", peer_text,
+		(unsigned long long)r->tag, r->comm);
+	xpi_request_complete(r, -ECANCELED);
 }

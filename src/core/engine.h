@@ -246,6 +246,9 @@ void xpi_engine_rndv_done(xp_context_t *ctx, xp_request_t *rreq, int err);
  * xpi_engine_fail_request(). Idempotent.
  */
 void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *why);
+/* Completes @r, if it is not complete, with -ECANCELED and a text saying
+ * the rank went away under it (teardown). */
+void xpi_engine_drop_request(xp_context_t *ctx, xp_request_t *r);
 /* Completes @r with @peer's failure and a message naming both ranks. */
 void xpi_engine_fail_request(xp_context_t *ctx, xp_request_t *r, int peer);
 

@@ -2,6 +2,8 @@
 /* The public point-to-point calls: posting, testing, waiting, cancelling. */
 #include <errno.h>
 #include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "clock.h"
@@ -9,18 +11,48 @@
 #include "engine.h"
 #include "log.h"
 
-static int check_rank(const xp_comm_t *comm, int rank, bool any_ok)
+/* -EINVAL with a text that says what was wrong with the call. */
+static int bad_call(const char *call, const xp_comm_t *comm, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int bad_call(const char *call, const xp_comm_t *comm, const char *fmt, ...)
 {
-	if (any_ok && rank == XP_ANY_SOURCE)
-		return 0;
-	return rank >= 0 && rank < comm->size ? 0 : -EINVAL;
+	char what[160], text[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	if (comm != NULL)
+		snprintf(text, sizeof(text), "rank %d: %s on communicator %u: %s", comm->ctx->rank,
+			 call, comm->id, what);
+	else
+		snprintf(text, sizeof(text), "%s: %s", call, what);
+	xpi_set_thread_detail(text);
+	return -EINVAL;
+}
+
+/* Checks what every posting call takes; 0 or -EINVAL with its text. */
+static int check_args(const char *call, const xp_comm_t *comm, const void *buf, size_t len,
+		      int rank, bool any_ok, bool buf_needed, const void *req)
+{
+	if (comm == NULL)
+		return bad_call(call, NULL, "no communicator (NULL)");
+	if (req == NULL)
+		return bad_call(call, comm, "no place for the request (NULL)");
+	if (!(any_ok && rank == XP_ANY_SOURCE) && (rank < 0 || rank >= comm->size))
+		return bad_call(call, comm, "rank %d is not one of its %d ranks%s", rank,
+				comm->size, any_ok ? " (nor XP_ANY_SOURCE)" : "");
+	if (len > XP_MSG_MAX)
+		return bad_call(call, comm, "length %zu is beyond XP_MSG_MAX (%zu)", len,
+				(size_t)XP_MSG_MAX);
+	if (buf_needed && buf == NULL && len != 0)
+		return bad_call(call, comm, "NULL buffer of %zu bytes", len);
+	return 0;
 }
 
 XPI_EXPORT int xp_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag,
 			xp_request_t **req)
 {
-	if (comm == NULL || req == NULL || (buf == NULL && len != 0) ||
-	    check_rank(comm, dest, false) < 0)
+	if (xpi_unlikely(check_args("xp_isend", comm, buf, len, dest, false, true, req) < 0))
 		return -EINVAL;
 	xp_request_t *r = xpi_request_new(comm->ctx, XPI_OP_SEND);
 	if (r == NULL)
@@ -39,8 +71,8 @@ XPI_EXPORT int xp_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, 
 static int post_recv(xp_comm_t *comm, uint8_t op, void *buf, size_t cap, int source, uint64_t tag,
 		     uint64_t mask, xp_request_t **req)
 {
-	if (comm == NULL || req == NULL || check_rank(comm, source, true) < 0 ||
-	    (op == XPI_OP_RECV && buf == NULL && cap != 0))
+	if (xpi_unlikely(check_args(op == XPI_OP_RECV ? "xp_irecv" : "xp_irecv_buf", comm, buf, cap,
+				    source, true, op == XPI_OP_RECV, req) < 0))
 		return -EINVAL;
 	xp_request_t *r = xpi_request_new(comm->ctx, op);
 	if (r == NULL)

@@ -114,6 +114,7 @@ static void self_destroy(void *tlp)
 const struct xpi_tl_ops xpi_self_ops = {
 	.name = "self",
 	.rndv_threshold = 4096,
+	.eager_max = SIZE_MAX,
 	.mem_reg = xpi_tl_mem_reg_none,
 	.mem_dereg = xpi_tl_mem_dereg_none,
 	.send_eager = self_send_eager,

@@ -51,6 +51,10 @@ struct xpi_tl_ops {
 	 * a threshold: where eager's extra copy starts to cost more than
 	 * rendezvous's handshake on this transport (measured, see perf/). */
 	size_t rndv_threshold;
+	/* The longest payload send_eager can ever take (SIZE_MAX: no limit of
+	 * its own). Longer messages go by rendezvous whatever threshold the
+	 * program set, and xp_route_get says so. Never 0 (add_tl refuses it). */
+	size_t eager_max;
 
 	/*
 	 * Registers [addr, addr+len) for this transport; *handle is passed back

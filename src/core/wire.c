@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 
+#include "xport/xport.h"
 #include "wire.h"
 #include "le.h"
 
@@ -64,8 +65,15 @@ int xpi_frame_parse(const uint8_t *buf, size_t len, uint32_t max_eager, struct x
 		}
 		break;
 	case XPI_FRAME_RTS:
-	case XPI_FRAME_CTS:
 	case XPI_FRAME_DATA:
+		/* Bounded so that no length from the wire, added to a header
+		 * or an offset, can wrap. */
+		if (f.msg_len > XP_MSG_MAX) {
+			*why = "message length beyond XP_MSG_MAX";
+			return -EPROTO;
+		}
+		/* fall through */
+	case XPI_FRAME_CTS:
 	case XPI_FRAME_CREDIT:
 	case XPI_FRAME_BYE:
 		if (f.payload_len != 0) {

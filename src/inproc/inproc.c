@@ -190,6 +190,7 @@ const struct xpi_tl_ops xpi_inproc_ops = {
 	 * Open MPI's shared memory does: such sends complete at once, and
 	 * programs that send before they post receives rely on that. */
 	.rndv_threshold = 4096,
+	.eager_max = SIZE_MAX, /* larger payloads go in a buffer of the receiver's pool */
 	.mem_reg = inproc_mem_reg,
 	.mem_dereg = inproc_mem_dereg,
 	.send_eager = inproc_send_eager,

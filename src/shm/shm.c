@@ -563,6 +563,7 @@ const struct xpi_tl_ops xpi_shm_ops = {
 	/* Inside the ring an eager message needs no handshake; past 4 KiB the
 	 * chunked stream, each side copying on its own core, wins. */
 	.rndv_threshold = SHM_INLINE_MAX + 1,
+	.eager_max = SHM_INLINE_MAX, /* larger payloads never go inside the ring */
 	.mem_reg = xpi_tl_mem_reg_none,
 	.mem_dereg = xpi_tl_mem_dereg_none,
 	.send_eager = shm_send_eager,

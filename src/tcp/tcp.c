@@ -298,6 +298,7 @@ static void tcp_destroy(void *tlp)
 const struct xpi_tl_ops xpi_tcp_ops = {
 	.name = "tcp",
 	.rndv_threshold = 32768,
+	.eager_max = SIZE_MAX,
 	.mem_reg = xpi_tl_mem_reg_none,
 	.mem_dereg = xpi_tl_mem_dereg_none,
 	.send_eager = tcp_send_eager,
