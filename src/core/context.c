@@ -44,9 +44,13 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 		xpi_dlist_init(&ctx->peers[i].held);
 		xpi_dlist_init(&ctx->peers[i].pending);
 	}
+	ctx->wake_fd = -1;
 	rc = xpi_match_init(&ctx->match);
 	if (rc < 0)
 		goto err_free_peers;
+	/* Without a wake fd a sleeper only yields (xpi_engine_sleep): slower
+	 * to wake, still correct. */
+	(void)xpi_engine_sleep_init(ctx);
 	rc = xpi_pool_create(cfg->pool_max_bytes, cfg->hugepages, &ctx->pool);
 	if (rc < 0)
 		goto err_fini_match;
@@ -57,6 +61,7 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 	return 0;
 
 err_fini_match:
+	xpi_engine_sleep_fini(ctx);
 	xpi_match_fini(&ctx->match);
 err_free_peers:
 	free(ctx->peers);
@@ -79,9 +84,6 @@ int xpi_context_add_tl(xp_context_t *ctx, const struct xpi_tl_ops *ops, void *tl
 	int rc = xpi_pool_add_hook(ctx->pool, &hook);
 	if (rc < 0)
 		return rc;
-	/* Sleep on a transport that has events to sleep on, if there is one. */
-	if (ops->block != xpi_tl_block_yield)
-		ctx->block_tl = ctx->ntls;
 	ctx->ntls++;
 	return 0;
 }
@@ -167,6 +169,8 @@ void xpi_context_destroy(xp_context_t *ctx)
 	if (ctx == NULL)
 		return;
 	xpi_pool_destroy(ctx->pool);
+	xpi_engine_sleep_fini(ctx);
+	free(ctx->timers);
 	xpi_match_fini(&ctx->match);
 	free(ctx->peers);
 	free(ctx);

@@ -45,11 +45,13 @@ int xpi_engine_run(xp_context_t *ctx)
 	n += xpi_engine_retry_pending(ctx);
 	for (int i = 0; i < ctx->ntls; i++)
 		n += ctx->tls[i].ops->progress(ctx->tls[i].tl);
+	if (xpi_unlikely(ctx->ntimers != 0))
+		n += xpi_timers_run(ctx, xpi_now_ns()); /* a clock read only with timers */
 	flush_reposts(ctx);
 	return n;
 }
 
-int xpi_owner_release(xp_context_t *ctx)
+int xpi_owner_release_quiet(xp_context_t *ctx)
 {
 	int n = 0;
 	if (ctx->serialized)
@@ -62,7 +64,19 @@ int xpi_owner_release(xp_context_t *ctx)
 		if (!xpi_mpsc_maybe_nonempty(&ctx->cmdq) || !xpi_owner_try_acquire(ctx))
 			return n;
 		n += drain_cmdq(ctx);
+		flush_reposts(ctx);
 	}
+}
+
+int xpi_owner_release(xp_context_t *ctx)
+{
+	int n = xpi_owner_release_quiet(ctx);
+	/* A thread of this rank asleep in xpi_engine_sleep may be waiting for
+	 * what we just did: wake it (once per sleep; a missed one costs it at
+	 * most its sleep's bound). */
+	if (xpi_unlikely(atomic_load_explicit(&ctx->sleepers, memory_order_seq_cst) != 0))
+		xpi_engine_wake(ctx);
+	return n;
 }
 
 int xpi_engine_flush(xp_context_t *ctx, int timeout_ms)
@@ -70,7 +84,10 @@ int xpi_engine_flush(xp_context_t *ctx, int timeout_ms)
 	int64_t deadline = xpi_now_ns() + (int64_t)timeout_ms * 1000000;
 	for (;;) {
 		bool pending = false;
-		if (xpi_owner_try_acquire(ctx)) {
+		if (!xpi_owner_try_acquire(ctx)) {
+			/* A waiter holds the token across its spin: ask for it. */
+			atomic_store_explicit(&ctx->token_wanted, 1, memory_order_relaxed);
+		} else {
 			xpi_engine_run(ctx);
 			pending = ctx->npending != 0;
 			for (int i = 0; i < ctx->ntls && !pending; i++)

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "xport/xport.h"
+#include "clock.h"
 #include "config.h"
 #include "dlist.h"
 #include "match.h"
@@ -138,9 +139,27 @@ struct xpi_tl_slot {
 	void *tl;
 };
 
+/* A deadline the engine keeps for its backends (retransmission,
+ * keepalive): fire() runs on the owner from progress once the clock has
+ * passed deadline_ns, and a waiter's sleep ends by then. Owner only. */
+struct xpi_timer {
+	int64_t deadline_ns;
+	uint32_t heap_pos; /* 0: not armed; else its place in the heap, plus 1 */
+	void (*fire)(struct xp_context *ctx, struct xpi_timer *t);
+};
+
 struct xp_context {
 	_Alignas(64) _Atomic int owner;
 	bool serialized; /* XP_THREAD_SERIALIZED: the token is implicit */
+	/* Threads asleep in xpi_engine_sleep(), and whether one of them was
+	 * already woken (one write to wake_fd per sleep, however many
+	 * releases see them): read by every release of the token. */
+	_Atomic int sleepers;
+	_Atomic int wake_sent;
+	/* Set by a thread that needs the token while a waiter holds it
+	 * across its spin (xpi_engine_flush): the waiter lets go. */
+	_Atomic int token_wanted;
+	int wake_fd; /* eventfd in every sleep's set; -1 if none could be made */
 	_Alignas(64) struct xpi_mpsc cmdq;
 	_Alignas(64) int rank, size;
 	struct xpi_config cfg;
@@ -158,7 +177,9 @@ struct xp_context {
 	uint64_t eager_returned_total; /* owner: sum of the peers' eager_returned */
 	struct xpi_tl_slot tls[XPI_MAX_TL];
 	int ntls;
-	int block_tl;          /* the transport a waiter sleeps on when idle */
+	/* owner: armed timers, a binary min-heap by deadline */
+	struct xpi_timer **timers;
+	uint32_t ntimers, timers_cap;
 	struct xpi_dlink regs; /* owner */
 	struct xp_comm world;
 	struct xpi_msg *free_msgs; /* owner: descriptor cache */
@@ -172,6 +193,9 @@ struct xp_context {
 	/* Statistics: written by the owner, read by anyone. */
 	_Atomic uint64_t st_sends, st_recvs, st_eager, st_rndv;
 	_Atomic uint64_t st_unexp_now, st_unexp_bytes_now, st_unexp_bytes_max;
+	/* Sleeps (xpi_engine_sleep), and those an event ended before their
+	 * bound: for tests of who wakes a sleeper. */
+	_Atomic uint64_t st_sleeps, st_sleep_events;
 };
 
 /* --- context --- */
@@ -196,8 +220,11 @@ static inline bool xpi_owner_try_acquire(xp_context_t *ctx)
 int xpi_engine_run(xp_context_t *ctx);
 
 /* Lets go of the token; takes it back and runs again while work was handed
- * over meanwhile. Returns the events run after the first release. */
+ * over meanwhile. Returns the events run after the first release. Wakes a
+ * thread of the rank that sleeps (xpi_engine_sleep). */
 int xpi_owner_release(xp_context_t *ctx);
+/* The same without waking sleepers: for a thread about to sleep itself. */
+int xpi_owner_release_quiet(xp_context_t *ctx);
 
 /* Runs the engine until no transport holds output back and no send waits
  * for room, or @timeout_ms passes (-ETIMEDOUT). For calls that then block
@@ -206,6 +233,34 @@ int xpi_engine_flush(xp_context_t *ctx, int timeout_ms);
 
 /* Hands a command to the owner, running it at once if the token is free. */
 void xpi_engine_submit(xp_context_t *ctx, struct xpi_cmd *cmd);
+
+/*
+ * Sleeps until any transport of the rank has an event, another thread hands
+ * work over or finishes some, a timer is due, or @until_ns (xpi_now_ns)
+ * passes: one ppoll over every transport's descriptors and the wake fd.
+ * The caller holds the token; it is given back for the sleep (other
+ * threads of the rank run meanwhile) and not held on return. Returns true
+ * if it slept (or yielded), false if an event was already waiting.
+ */
+bool xpi_engine_sleep(xp_context_t *ctx, int64_t until_ns);
+/* Wakes the sleepers of the rank, once per sleep (any thread). */
+void xpi_engine_wake(xp_context_t *ctx);
+/* The wake fd, made with the context and closed with it. 0 or <0. */
+int xpi_engine_sleep_init(xp_context_t *ctx);
+void xpi_engine_sleep_fini(xp_context_t *ctx);
+
+/* --- timers (owner) --- */
+/* Arms @t for @deadline_ns, or moves it there. 0 or -ENOMEM. */
+int xpi_timer_arm(xp_context_t *ctx, struct xpi_timer *t, int64_t deadline_ns);
+/* Disarms @t if armed. */
+void xpi_timer_cancel(xp_context_t *ctx, struct xpi_timer *t);
+/* The earliest armed deadline, INT64_MAX if none. */
+static inline int64_t xpi_timer_next(const xp_context_t *ctx)
+{
+	return ctx->ntimers != 0 ? ctx->timers[0]->deadline_ns : INT64_MAX;
+}
+/* Fires every timer due at @now_ns; returns how many. */
+int xpi_timers_run(xp_context_t *ctx, int64_t now_ns);
 
 /* --- requests --- */
 xp_request_t *xpi_request_new(xp_context_t *ctx, uint8_t op);

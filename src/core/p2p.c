@@ -158,10 +158,18 @@ XPI_EXPORT int xp_test(xp_request_t **reqp, xp_status_t *status)
 
 /* Spinning wins here by 10-20 us a message (waking a halted vCPU is that
  * slow), but with more ranks than cores a spinner steals the peer's core:
- * spin a while, then yield the CPU on every idle round. */
-#define SPIN_BEFORE_YIELD 2000
-#define BLOCK_SLICE_NS 1000000
-#define BLOCK_SLICE_NS 1000000
+ * spin a while, then sleep on every transport's events at once. */
+#define SPIN_BEFORE_SLEEP 2000
+/* A sleep's bound when nothing nearer ends it: every transport wakes a
+ * sleeper on its events, so this only limits what a missed wake-up (a
+ * completion finished by another thread, say) can cost. */
+#define SLEEP_MAX_NS (50 * 1000000)
+
+static int64_t wait_deadline(int timeout_ms)
+{
+	return timeout_ms == XP_TIMEOUT_INFINITE ? INT64_MAX :
+						   xpi_now_ns() + (int64_t)timeout_ms * 1000000;
+}
 
 XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 {
@@ -178,35 +186,34 @@ XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 	xp_context_t *ctx = r->ctx;
 	if (timeout_ms == XP_TIMEOUT_DEFAULT)
 		timeout_ms = ctx->cfg.timeout_ms;
-	/* The clock is first read after some idle rounds: most waits end
-	 * sooner, and a read costs as much as a round. */
+	/* The clock is first read after some rounds: most waits end sooner,
+	 * and a read costs as much as a round. */
 	int64_t deadline = 0;
-	unsigned idle = 0;
+	bool cancelled = false; /* the deadline passed and the cancel is asked for */
+	unsigned idle = 0, rounds = 0;
 	bool owner = false;
 
 	/*
-	 * While it waits, this thread runs the rank's engine itself, holding the
+	 * While it spins, this thread runs the rank's engine itself, holding the
 	 * owner token across rounds: taking and giving back the token costs two
 	 * atomic exchanges a round, and the round's length is how late a
 	 * message is noticed. Other threads of the rank meanwhile hand their
-	 * work over through cmdq, which each round drains. The token is given
-	 * back before yielding the CPU, so another thread can take over.
+	 * work over through cmdq, which each round drains; one that needs the
+	 * token itself (out-of-band calls) asks for it with token_wanted. Once
+	 * idle for a while it sleeps, without the token, until an event of any
+	 * transport, a timer, or the deadline.
 	 */
-	unsigned rounds = 0;
 	while (!xpi_request_done(r)) {
 		/* The deadline is looked at every 16 rounds, busy or idle: a
 		 * wait that keeps seeing other work must still end on time. */
-		if ((++rounds & 15) == 0 && deadline != INT64_MAX) {
+		if ((++rounds & 15) == 0 && !cancelled) {
 			if (deadline == 0) {
-				deadline = timeout_ms == XP_TIMEOUT_INFINITE ?
-						   INT64_MAX :
-						   xpi_now_ns() + (int64_t)timeout_ms * 1000000;
+				deadline = wait_deadline(timeout_ms);
 			} else if (xpi_now_ns() >= deadline) {
 				r->waited_ms = timeout_ms;
 				request_cancel(r,
 					       -ETIMEDOUT); /* queued to us if we hold the token */
-				deadline =
-					INT64_MAX; /* the cancel ends the wait, soon and surely */
+				cancelled = true; /* the cancel ends the wait, soon and surely */
 			}
 		}
 		if (!owner)
@@ -217,16 +224,30 @@ XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 		}
 		if (xpi_request_done(r))
 			break;
-		if (++idle < SPIN_BEFORE_YIELD) {
-			xpi_cpu_relax();
-		} else if (owner) {
-			/* Sleep on the transport's events, briefly: work that
-			 * other threads hand over waits at most this long. */
-			const struct xpi_tl_slot *t = &ctx->tls[ctx->block_tl];
-			t->ops->block(t->tl, BLOCK_SLICE_NS);
-		} else {
-			sched_yield();
+		if (owner && xpi_unlikely(atomic_load_explicit(&ctx->token_wanted,
+							       memory_order_relaxed) != 0)) {
+			atomic_store_explicit(&ctx->token_wanted, 0, memory_order_relaxed);
+			xpi_owner_release(ctx);
+			owner = false;
+			sched_yield(); /* the asking thread takes it now */
+			continue;
 		}
+		if (++idle < SPIN_BEFORE_SLEEP) {
+			xpi_cpu_relax();
+			continue;
+		}
+		if (!owner) {
+			sched_yield(); /* another thread runs the engine */
+			continue;
+		}
+		if (deadline == 0)
+			deadline = wait_deadline(timeout_ms);
+		int64_t now = xpi_now_ns(), until = now + SLEEP_MAX_NS;
+		if (!cancelled && deadline < until)
+			until = deadline;
+		xpi_engine_sleep(ctx, until); /* gives the token back */
+		owner = false;
+		rounds |= 15; /* look at the deadline at once */
 	}
 	if (owner)
 		xpi_owner_release(ctx);

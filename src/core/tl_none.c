@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include <sched.h>
+#include <errno.h>
 
 #include "transport.h"
 
@@ -18,11 +18,25 @@ void xpi_tl_mem_dereg_none(void *tl, void *handle)
 	(void)handle;
 }
 
-void xpi_tl_block_yield(void *tl, int64_t timeout_ns)
+int xpi_tl_sleep_prepare_none(void *tl, struct pollfd *fds, int max)
 {
 	(void)tl;
-	(void)timeout_ns;
-	sched_yield();
+	(void)fds;
+	(void)max;
+	return -ENOTSUP;
+}
+
+int xpi_tl_sleep_prepare_idle(void *tl, struct pollfd *fds, int max)
+{
+	(void)tl;
+	(void)fds;
+	(void)max;
+	return 0;
+}
+
+void xpi_tl_sleep_done_none(void *tl)
+{
+	(void)tl;
 }
 
 bool xpi_tl_tx_pending_none(void *tl)

@@ -33,6 +33,7 @@
 
 #include "xport/xport.h"
 
+struct pollfd;
 struct xpi_msg;
 struct xpi_reg;
 
@@ -108,11 +109,27 @@ struct xpi_tl_ops {
 	int (*progress)(void *tl);
 
 	/*
-	 * Called after a waiter has spun for a while without events: may sleep
-	 * until the transport has an event or @timeout_ns passes (a transport
-	 * that cannot sleep on its events just yields the CPU). Never longer.
+	 * A waiter that spun for a while without events is about to sleep in
+	 * one ppoll() over every transport's file descriptors at once (and the
+	 * engine's own wake fd). Owner; never blocks; may not re-enter the
+	 * engine. Writes up to @max descriptors to wake it into @fds (events
+	 * set) and returns how many (0: nothing to wait for, as a transport
+	 * whose events all happen inside calls). After it returns >= 0 the
+	 * transport must make any later event readable on one of them (a
+	 * peer rings a doorbell once it sees the sleeper's flag, say).
+	 * -EAGAIN: it has events already, do not sleep (the engine calls
+	 * sleep_done and runs progress). -ENOTSUP: it cannot wake a sleeper;
+	 * the waiter then only yields the CPU. Leaves no state on failure.
 	 */
-	void (*block)(void *tl, int64_t timeout_ns);
+	int (*sleep_prepare)(void *tl, struct pollfd *fds, int max);
+
+	/*
+	 * The sleep that sleep_prepare() returned >= 0 for has ended (or did
+	 * not start). Any thread, the owner token not held: undoes what
+	 * prepare armed (a sleeper count, a doorbell to drain) with atomics
+	 * and non-blocking reads only. Called once per successful prepare.
+	 */
+	void (*sleep_done)(void *tl);
 
 	/* True while the transport holds output it has not handed to the
 	 * kernel or the peer yet (eager frames queued behind a send in flight):
@@ -127,8 +144,11 @@ struct xpi_tl_ops {
 /* For transports that need no registration. */
 int xpi_tl_mem_reg_none(void *tl, void *addr, size_t len, void **handle);
 void xpi_tl_mem_dereg_none(void *tl, void *handle);
-/* For transports with nothing to sleep on: yields the CPU. */
-void xpi_tl_block_yield(void *tl, int64_t timeout_ns);
+/* For transports that cannot wake a sleeper (sleep_prepare: -ENOTSUP). */
+int xpi_tl_sleep_prepare_none(void *tl, struct pollfd *fds, int max);
+/* For transports whose events all happen inside calls (0 descriptors). */
+int xpi_tl_sleep_prepare_idle(void *tl, struct pollfd *fds, int max);
+void xpi_tl_sleep_done_none(void *tl);
 /* For transports that never hold output back. */
 bool xpi_tl_tx_pending_none(void *tl);
 

@@ -199,7 +199,8 @@ const struct xpi_tl_ops xpi_inproc_ops = {
 	.rndv_fetch = xpi_local_rndv_fetch,
 	.msg_release = xpi_local_msg_release,
 	.progress = inproc_progress,
-	.block = xpi_tl_block_yield,
+	.sleep_prepare = xpi_tl_sleep_prepare_none,
+	.sleep_done = xpi_tl_sleep_done_none,
 	.tx_pending = xpi_tl_tx_pending_none,
 	.destroy = inproc_destroy,
 };

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The shared-memory transport's data path: rings, rendezvous payloads
- * streamed through chunks, sleeping on a futex, dead peers (see shm.h). */
+ * streamed through chunks, sleeping on a doorbell FIFO, dead peers (see shm.h). */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
-#include <linux/futex.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,29 +31,17 @@ struct shm_bulk *xpi_shm_bulk(struct shm_seg *seg, int nranks, int src)
 	return &b[src];
 }
 
-static void futex_wake(_Atomic uint32_t *addr)
-{
-	/* Not FUTEX_PRIVATE: the word is shared between processes. */
-	syscall(SYS_futex, addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-static void futex_wait(_Atomic uint32_t *addr, uint32_t val, int64_t timeout_ns)
-{
-	struct timespec ts = { .tv_sec = timeout_ns / 1000000000,
-			       .tv_nsec = timeout_ns % 1000000000 };
-	syscall(SYS_futex, addr, FUTEX_WAIT, val, &ts, NULL, 0);
-}
-
 /* Rings a peer's doorbell if it sleeps. The fence orders what we just
- * wrote (a slot, a chunk) before the look at its sleeping flag; the
- * sleeper sets the flag before it looks at our writes (shm_block), so one
- * of the two always sees the other. */
+ * wrote (a slot, a chunk) before the look at its sleeper count; a sleeper
+ * counts itself before it looks at our writes (shm_sleep_prepare), so one
+ * of the two always sees the other. A full FIFO (EAGAIN) already wakes it. */
 static void notify(struct shm_peer *p)
 {
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&p->seg->sleeping, memory_order_relaxed)) {
-		atomic_fetch_add(&p->seg->doorbell, 1);
-		futex_wake(&p->seg->doorbell);
+	if (atomic_load_explicit(&p->seg->sleeping, memory_order_relaxed) != 0 && p->bell_fd >= 0) {
+		static const uint8_t ring = 1;
+		ssize_t n = write(p->bell_fd, &ring, 1);
+		(void)n;
 	}
 }
 
@@ -458,21 +445,28 @@ static void peer_died(struct xpi_shm *s, int peer, const char *why)
 	}
 }
 
-static bool process_gone(const struct shm_peer *p)
-{
-	if (p->pidfd >= 0) {
-		struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
-		return poll(&pfd, 1, 0) == 1;
-	}
-	return kill(p->pid, 0) < 0 && errno == ESRCH;
-}
-
+/* Marks dead the peers whose process has ended: one poll() over the live
+ * peers' pidfds (readable once the process is gone), kill(pid, 0) for
+ * those without one. */
 static void check_liveness(struct xpi_shm *s)
 {
+	int n = 0;
 	for (int i = 0; i < s->npolled; i++) {
-		int peer = s->polled[i];
-		if (!s->peers[peer].dead && process_gone(&s->peers[peer]))
-			peer_died(s, peer, "exited or died (its process is gone)");
+		const struct shm_peer *p = &s->peers[s->polled[i]];
+		if (p->dead)
+			continue;
+		if (p->pidfd >= 0)
+			s->pidfds[n++] = (struct pollfd){ .fd = p->pidfd, .events = POLLIN };
+		else if (kill(p->pid, 0) < 0 && errno == ESRCH)
+			peer_died(s, s->polled[i], "exited or died (its process is gone)");
+	}
+	if (n == 0 || poll(s->pidfds, (nfds_t)n, 0) <= 0)
+		return;
+	for (int i = 0; i < s->npolled; i++) {
+		struct shm_peer *p = &s->peers[s->polled[i]];
+		for (int j = 0; j < n; j++)
+			if (!p->dead && s->pidfds[j].fd == p->pidfd && s->pidfds[j].revents != 0)
+				peer_died(s, s->polled[i], "exited or died (its process is gone)");
 	}
 }
 
@@ -539,17 +533,38 @@ static bool work_waiting(struct xpi_shm *s)
 	return false;
 }
 
-static void shm_block(void *tlp, int64_t timeout_ns)
+/* Sleeps on the doorbell and on the live peers' pidfds, so a peer's death
+ * wakes us as a message does. */
+static int shm_sleep_prepare(void *tlp, struct pollfd *fds, int max)
 {
 	struct xpi_shm *s = tlp;
-	maybe_check_liveness(s);
-	uint32_t bell = atomic_load(&s->mine->doorbell);
-	atomic_store(&s->mine->sleeping, 1); /* seq_cst: before the looks below */
+	if (s->bell_fd < 0 || max < 1)
+		return -ENOTSUP;
+	check_liveness(s);                       /* none of the pidfds below is readable yet */
+	atomic_fetch_add(&s->mine->sleeping, 1); /* seq_cst: before the looks below */
 	/* Look once more after saying we sleep, so what came in between (a
 	 * message, a filled or emptied chunk, a claim) is not slept on. */
-	if (!work_waiting(s))
-		futex_wait(&s->mine->doorbell, bell, timeout_ns);
-	atomic_store(&s->mine->sleeping, 0);
+	if (work_waiting(s)) {
+		atomic_fetch_sub(&s->mine->sleeping, 1);
+		return -EAGAIN;
+	}
+	int n = 0;
+	fds[n++] = (struct pollfd){ .fd = s->bell_fd, .events = POLLIN };
+	for (int i = 0; i < s->npolled && n < max; i++) {
+		const struct shm_peer *p = &s->peers[s->polled[i]];
+		if (!p->dead && p->pidfd >= 0)
+			fds[n++] = (struct pollfd){ .fd = p->pidfd, .events = POLLIN };
+	}
+	return n;
+}
+
+static void shm_sleep_done(void *tlp)
+{
+	struct xpi_shm *s = tlp;
+	uint8_t drain[64];
+	atomic_fetch_sub(&s->mine->sleeping, 1);
+	while (read(s->bell_fd, drain, sizeof(drain)) == (ssize_t)sizeof(drain))
+		;
 }
 
 static bool shm_tx_pending(void *tlp)
@@ -572,7 +587,8 @@ const struct xpi_tl_ops xpi_shm_ops = {
 	.rndv_fetch = shm_rndv_fetch,
 	.msg_release = shm_msg_release,
 	.progress = shm_progress,
-	.block = shm_block,
+	.sleep_prepare = shm_sleep_prepare,
+	.sleep_done = shm_sleep_done,
 	.tx_pending = shm_tx_pending,
 	.destroy = xpi_shm_destroy,
 };

@@ -16,10 +16,12 @@
  * with XP_SHM_CMA_MIN set, payloads from that size are read straight from
  * the sender's buffer with process_vm_readv instead.
  *
- * A waiting rank spins, then sleeps on a futex in its segment that senders
- * ring when they see it asleep, so more ranks than cores still progress. A
- * rank checks every 100 ms, while it waits or polls, that its peers'
- * processes still exist (a pidfd, so an unreaped zombie counts as gone).
+ * A waiting rank spins, then sleeps in the engine's one ppoll over every
+ * transport: for shared memory, a doorbell FIFO beside its segment that
+ * senders write a byte to when they see it asleep, and its peers' pidfds
+ * (readable once the process is gone, an unreaped zombie too), so more
+ * ranks than cores still progress and a death wakes a sleeper. While it
+ * polls it also checks every 100 ms that its peers' processes still exist.
  */
 #ifndef XPI_SHM_H
 #define XPI_SHM_H

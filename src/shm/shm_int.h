@@ -13,7 +13,7 @@
 #include "../core/slot_ring.h"
 
 #define SEG_MAGIC 0x58534547u /* "XSEG" */
-#define SEG_VERSION 2u
+#define SEG_VERSION 3u
 /* Rendezvous sends a rank may have announced and not yet handed over (all
  * peers together); the state words live in its segment, 16 B each. */
 #define NRNDV 65536u
@@ -59,8 +59,10 @@ struct shm_seg {
 	uint32_t magic, version;
 	uint32_t nranks;
 	int32_t pid;
-	_Alignas(64) _Atomic uint32_t doorbell; /* rung by peers that find us asleep */
-	_Atomic uint32_t sleeping;
+	/* How many of our threads are asleep (or about to be) in ppoll over our
+	 * doorbell, a FIFO beside the segment: a peer that writes us
+	 * something and sees this non-zero writes a byte to it. */
+	_Alignas(64) _Atomic uint32_t sleeping;
 	_Alignas(64) struct shm_rndv rndv[NRNDV];  /* our rendezvous sends */
 	_Alignas(64) struct xpi_slot_ring rings[]; /* by sending rank; then the bulk areas */
 };
@@ -80,7 +82,8 @@ struct shm_peer {
 	struct shm_seg *seg; /* the peer's segment, mapped */
 	size_t seg_len;
 	pid_t pid;
-	int pidfd; /* readable once the peer's process has ended; -1 if none */
+	int pidfd;   /* readable once the peer's process has ended; -1 if none */
+	int bell_fd; /* its doorbell FIFO, for writing; -1 if none */
 	bool dead;
 	bool cma;             /* we may read its memory with process_vm_readv */
 	uint32_t events_seen; /* its direct reads of our sends we have looked at */
@@ -99,6 +102,8 @@ struct xpi_shm {
 	xp_context_t *ctx;
 	int tl_index;
 	struct shm_seg *mine;
+	int bell_fd;           /* our doorbell FIFO, read and write (never EOF); -1 if none */
+	struct pollfd *pidfds; /* scratch: the live peers' pidfds, for one poll */
 	size_t seg_len;
 	struct shm_peer *peers;
 	int *polled; /* the peers we serve */
@@ -120,5 +125,7 @@ struct xpi_shm {
 size_t xpi_shm_seg_size(int nranks);
 struct shm_bulk *xpi_shm_bulk(struct shm_seg *seg, int nranks, int src);
 void xpi_shm_destroy(void *tlp);
+/* The doorbell FIFO's path beside a segment, for its creator @pid, @rank. */
+void xpi_shm_bell_path(char *out, size_t len, pid_t pid, int rank);
 
 #endif

@@ -3,12 +3,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -33,9 +35,14 @@ void xpi_shm_destroy(void *tlp)
 			munmap(s->peers[p].seg, s->peers[p].seg_len);
 		if (s->peers[p].pidfd > 0)
 			close(s->peers[p].pidfd);
+		if (s->peers[p].bell_fd >= 0)
+			close(s->peers[p].bell_fd);
 	}
 	if (s->mine != NULL)
 		munmap(s->mine, s->seg_len);
+	if (s->bell_fd >= 0)
+		close(s->bell_fd);
+	free(s->pidfds);
 	free(s->peers);
 	free(s->polled);
 	free(s->scratch);
@@ -45,6 +52,28 @@ void xpi_shm_destroy(void *tlp)
 static void seg_name(char *out, size_t len, pid_t pid, int rank)
 {
 	snprintf(out, len, "/xport-%d-%d", (int)pid, rank);
+}
+
+/* Beside the segment, so whoever can map it can ring it, and sweep_stale()
+ * removes it with the segment (its name has the same prefix). */
+void xpi_shm_bell_path(char *out, size_t len, pid_t pid, int rank)
+{
+	snprintf(out, len, "/dev/shm/xport-%d-%d.bell", (int)pid, rank);
+}
+
+/* Our doorbell: a FIFO we hold open for reading and writing, so it never
+ * reads EOF and a peer's non-blocking open for writing always finds a
+ * reader. Returns the fd or -1. */
+static int bell_create(pid_t pid, int rank)
+{
+	char path[96];
+	xpi_shm_bell_path(path, sizeof(path), pid, rank);
+	if (mkfifo(path, 0600) < 0)
+		return -1;
+	int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		unlink(path);
+	return fd;
 }
 
 /* Removes segments that processes now dead left behind (a job killed
@@ -118,10 +147,13 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	s->peers = calloc((size_t)n, sizeof(*s->peers));
 	s->polled = calloc((size_t)n, sizeof(*s->polled));
 	s->scratch = malloc(SHM_INLINE_MAX);
-	if (s->peers == NULL || s->polled == NULL || s->scratch == NULL)
+	s->pidfds = calloc((size_t)n, sizeof(*s->pidfds));
+	s->bell_fd = -1;
+	if (s->peers == NULL || s->polled == NULL || s->scratch == NULL || s->pidfds == NULL)
 		goto out;
 	for (int p = 0; p < n; p++) {
 		s->peers[p].pidfd = -1;
+		s->peers[p].bell_fd = -1;
 		s->peers[p].tx_idx = -1;
 		xpi_dlist_init(&s->peers[p].tx_out);
 		xpi_dlist_init(&s->peers[p].rx);
@@ -145,6 +177,14 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 		sweep_stale();
 		seg_name(name, sizeof(name), getpid(), me);
 		s->mine = map_seg(name, s->seg_len, true);
+		s->bell_fd = s->mine != NULL ? bell_create(getpid(), me) : -1;
+		if (s->mine != NULL && s->bell_fd < 0) {
+			xpi_log(XPI_LOG_WARN, "rank %d: cannot create the doorbell FIFO of %s: %s",
+				me, name, strerror(errno));
+			munmap(s->mine, s->seg_len);
+			s->mine = NULL;
+			shm_unlink(name);
+		}
 		if (s->mine != NULL) {
 			s->mine->magic = SEG_MAGIC;
 			s->mine->version = SEG_VERSION;
@@ -174,6 +214,17 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 				munmap(seg, s->seg_len);
 			continue;
 		}
+		char bell[96];
+		xpi_shm_bell_path(bell, sizeof(bell), cards[p].pid, p);
+		int bell_fd = open(bell, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		if (bell_fd < 0) {
+			xpi_log(XPI_LOG_WARN,
+				"rank %d: shared memory with rank %d unusable (its doorbell %s: %s)",
+				me, p, bell, strerror(errno));
+			munmap(seg, s->seg_len);
+			continue;
+		}
+		s->peers[p].bell_fd = bell_fd;
 		s->peers[p].seg = seg;
 		s->peers[p].seg_len = s->seg_len;
 		s->peers[p].pid = cards[p].pid;
@@ -197,6 +248,9 @@ unlink:
 		 * can go, on every path. */
 		seg_name(name, sizeof(name), getpid(), me);
 		shm_unlink(name);
+		char bell[96];
+		xpi_shm_bell_path(bell, sizeof(bell), getpid(), me);
+		unlink(bell);
 	}
 	if (rc < 0)
 		goto out;
@@ -205,6 +259,8 @@ unlink:
 		if (!ok[p] && s->peers[p].seg != NULL) {
 			munmap(s->peers[p].seg, s->seg_len);
 			s->peers[p].seg = NULL;
+			close(s->peers[p].bell_fd);
+			s->peers[p].bell_fd = -1;
 		}
 		if (ok[p])
 			s->polled[s->npolled++] = p;

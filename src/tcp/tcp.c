@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The io_uring TCP transport: its ops, progress, and losing a peer. */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,14 +269,22 @@ static int tcp_progress(void *tlp)
 	return n;
 }
 
-static void tcp_block(void *tlp, int64_t timeout_ns)
+/* The ring's fd is readable while completions wait in it. What is queued
+ * goes to the kernel first, or the sleep could wait for our own output.
+ * Completions the kernel holds as task work for this thread (COOP_TASKRUN)
+ * wake the ppoll too: adding the work wakes an interruptible sleeper, the
+ * work runs as the call returns, and the call, restarted, finds the CQEs. */
+static int tcp_sleep_prepare(void *tlp, struct pollfd *fds, int max)
 {
 	struct xpi_tcp *t = tlp;
-	struct io_uring_cqe *cqe;
-	struct __kernel_timespec ts = { .tv_sec = timeout_ns / 1000000000,
-					.tv_nsec = timeout_ns % 1000000000 };
+	if (max < 1)
+		return -ENOTSUP;
 	io_uring_submit(&t->ring);
-	(void)io_uring_wait_cqe_timeout(&t->ring, &cqe, &ts); /* progress takes it */
+	if (io_uring_cq_ready(&t->ring) != 0 || io_uring_cq_has_overflow(&t->ring) ||
+	    (IO_URING_READ_ONCE(*t->ring.sq.kflags) & IORING_SQ_TASKRUN) != 0)
+		return -EAGAIN;
+	fds[0] = (struct pollfd){ .fd = t->ring.ring_fd, .events = POLLIN };
+	return 1;
 }
 
 static bool tcp_tx_pending(void *tlp)
@@ -307,7 +316,8 @@ const struct xpi_tl_ops xpi_tcp_ops = {
 	.rndv_fetch = tcp_rndv_fetch,
 	.msg_release = tcp_msg_release,
 	.progress = tcp_progress,
-	.block = tcp_block,
+	.sleep_prepare = tcp_sleep_prepare,
+	.sleep_done = xpi_tl_sleep_done_none,
 	.tx_pending = tcp_tx_pending,
 	.destroy = tcp_destroy,
 };
