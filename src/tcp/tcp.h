@@ -110,6 +110,11 @@ struct tcp_conn {
 	bool zc;
 	int bulk_zc_slot; /* the slot of the send in flight, or -1 */
 	xp_request_t *zc_slot[XPI_TCP_ZC_SLOTS];
+	/* The frame header a zero-copy send in that slot carries: the kernel
+	 * reads it from here, like the payload from the user's pages, until
+	 * the notification (retransmits, a peer slow to read), so it must not
+	 * be bulk_tx_hdr, which the next send rewrites. */
+	uint8_t zc_hdr[XPI_TCP_ZC_SLOTS][XPI_FRAME_HDR_LEN];
 	struct xpi_dlink zc_wait; /* fully sent, waiting for notifications */
 	unsigned zc_copied_run;   /* notifications in a row that say "copied" */
 	uint8_t bulk_tx_hdr[XPI_FRAME_HDR_LEN];

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The io_uring TCP transport at its limits, between real processes on
+ * loopback, one section per behaviour:
+ *  - zc-burst:    XP_TCP_ZC=on, dozens of rendezvous messages of random
+ *                 sizes in flight at once: every payload arrives intact (the
+ *                 kernel reads a zero-copy send's header and payload until its
+ *                 notification, so neither may be rewritten before).
+ * Usage: test_tcp_limits SECTION
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xport/xport.h"
+#include "mproc.h"
+#include "testutil.h"
+
+#ifndef XPORT_HAVE_TCP
+int main(void)
+{
+	printf("SKIP: this build has no TCP transport (liburing missing)\n");
+	return T_SKIP;
+}
+#else
+
+#include "tcp_test.h"
+#include "pattern.h"
+
+/* ------------------------------------------------------------------------- */
+/* Zero-copy bulk sends, many in flight                                       */
+
+enum { ZC_MSGS = 40, ZC_ROUNDS = 4 };
+#define ZC_MIN_LEN (32u << 10)
+#define ZC_MAX_LEN (4u << 20)
+
+static size_t zc_len(unsigned round, unsigned i)
+{
+	unsigned seed = round * 1000 + i;
+	return ZC_MIN_LEN + (size_t)rand_r(&seed) % (ZC_MAX_LEN - ZC_MIN_LEN);
+}
+
+static int zc_body(int rank, void *arg)
+{
+	(void)arg;
+	xp_context_t *ctx = t_start_rank(rank);
+	xp_comm_t *w = xp_comm_world(ctx);
+	uint8_t *bufs[ZC_MSGS];
+	for (unsigned i = 0; i < ZC_MSGS; i++) {
+		bufs[i] = malloc(ZC_MAX_LEN);
+		T_CHECK(bufs[i] != NULL);
+	}
+	struct xpi_tcp *t = tcp_of(ctx);
+	for (unsigned round = 0; round < ZC_ROUNDS; round++) {
+		xp_request_t *rq[ZC_MSGS];
+		/* On loopback the kernel copies anyway, and after a few such
+		 * reports the transport stops asking for zero-copy: ask again,
+		 * as a NIC that does not copy would keep it on. */
+		t->conns[1 - rank].zc = true;
+		t->conns[1 - rank].zc_copied_run = 0;
+		for (unsigned i = 0; i < ZC_MSGS; i++) {
+			size_t len = zc_len(round, i);
+			if (rank == 0) {
+				T_OK(xp_irecv(w, bufs[i], ZC_MAX_LEN, 1, i, XP_TAG_EXACT, &rq[i]));
+			} else {
+				fill(bufs[i], len, round * 1000 + i);
+			}
+		}
+		T_OK(xp_oob_barrier(ctx)); /* every receive is posted */
+		if (rank == 1)
+			for (unsigned i = 0; i < ZC_MSGS; i++)
+				T_OK(xp_isend(w, bufs[i], zc_len(round, i), 0, i, &rq[i]));
+		for (unsigned i = 0; i < ZC_MSGS; i++) {
+			xp_status_t st;
+			/* A receiver that reads slowly keeps the sender's data (and
+			 * its headers) queued in its socket, in pages the kernel
+			 * still reads when the next send starts. */
+			if (rank == 0)
+				usleep(5000);
+			int rc = xp_wait(&rq[i], XP_TIMEOUT_DEFAULT, &st);
+			if (rc < 0)
+				T_FAIL("rank %d: round %u message %u: %s: %s", rank, round, i,
+				       xp_strerror(rc), xp_error_detail());
+			if (rank == 0) {
+				T_EQ(st.length, zc_len(round, i));
+				if (check(bufs[i], st.length, round * 1000 + i) != 0)
+					T_FAIL("round %u: message %u of %zu bytes corrupted", round,
+					       i, st.length);
+			}
+		}
+	}
+	if (rank == 1) {
+		T_CHECK(t->zc_sends >= ZC_ROUNDS * 8);
+		fprintf(stderr, "   rank 1: %llu zero-copy sends (%llu copied by the kernel)\n",
+			(unsigned long long)t->zc_sends, (unsigned long long)t->zc_copied);
+	}
+	T_OK(xp_oob_barrier(ctx));
+	for (unsigned i = 0; i < ZC_MSGS; i++)
+		free(bufs[i]);
+	xp_finalize(ctx);
+	return 0;
+}
+
+static void zc_env(int rank, void *arg)
+{
+	(void)rank;
+	(void)arg;
+	setenv("XP_TCP_ZC", "on", 1);
+}
+
+/* ------------------------------------------------------------------------- */
+
+static const struct section {
+	const char *name;
+	int (*body)(int rank, void *arg);
+	void (*env)(int rank, void *arg);
+} sections[] = {
+	{ "zc-burst", zc_body, zc_env },
+};
+
+static const struct section *section; /* the one running */
+
+static void section_env(int rank, void *arg)
+{
+	/* A stall shows as a timeout soon rather than after 30 s. */
+	setenv("XP_TIMEOUT_MS", "10000", 1);
+	if (section->env != NULL)
+		section->env(rank, arg);
+}
+
+int main(int argc, char **argv)
+{
+	tcp_test_require();
+	if (argc != 2)
+		T_FAIL("usage: test_tcp_limits SECTION");
+	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
+		section = &sections[i];
+		if (strcmp(argv[1], section->name) != 0)
+			continue;
+		fprintf(stderr, "-- %s\n", section->name);
+		return mproc_run(2, section->body, NULL, 120, section_env, NULL) != 0;
+	}
+	T_FAIL("no section named %s", argv[1]);
+}
+
+#endif
