@@ -5,7 +5,10 @@
  *  - zc-burst:    XP_TCP_ZC=on, dozens of rendezvous messages of random
  *                 sizes in flight at once: every payload arrives intact (the
  *                 kernel reads a zero-copy send's header and payload until its
- *                 notification, so neither may be rewritten before).
+ *                 notification, so neither may be rewritten before);
+ *  - eager-max:   XP_RNDV_THRESHOLD=4m: messages longer than the transport
+ *                 can carry eagerly go by rendezvous, xp_route_get says so,
+ *                 and none waits forever in the control queue.
  * Usage: test_tcp_limits SECTION
  */
 #include <errno.h>
@@ -110,6 +113,94 @@ static void zc_env(int rank, void *arg)
 }
 
 /* ------------------------------------------------------------------------- */
+/* Eager messages longer than the transport carries                          */
+
+/* Sends @len bytes from rank 0 to rank 1 on @tag and checks that the
+ * protocol the send used is the one xp_route_get() named for that size. */
+static void eager_one(xp_context_t *ctx, uint8_t *buf, size_t len, uint64_t tag)
+{
+	xp_comm_t *w = xp_comm_world(ctx);
+	int rank = xp_rank(ctx);
+	xp_route_t route;
+	T_OK(xp_route_get(ctx, 1 - rank, len, &route));
+	if (rank == 1) {
+		xp_status_t st;
+		T_OK(xp_recv(w, buf, 4u << 20, 0, tag, XP_TAG_EXACT, &st));
+		T_EQ(st.length, len);
+		T_CHECK(check(buf, len, (uint32_t)tag) == 0);
+		return;
+	}
+	bool eager = strcmp(route.protocol, "eager") == 0;
+	xp_stats_t before, after;
+	T_OK(xp_stats_get(ctx, &before));
+	fill(buf, len, (uint32_t)tag);
+	int rc = xp_send(w, buf, len, 1, tag);
+	if (rc < 0)
+		T_FAIL("send of %zu bytes (%s by the route): %s", len, route.protocol,
+		       xp_error_detail());
+	T_OK(xp_stats_get(ctx, &after));
+	T_EQ(after.eager_sends - before.eager_sends, eager);
+	T_EQ(after.rndv_sends - before.rndv_sends, !eager);
+}
+
+static int eager_body(int rank, void *arg)
+{
+	(void)arg;
+	xp_context_t *ctx = t_start_rank(rank);
+	xp_comm_t *w = xp_comm_world(ctx);
+	uint8_t *buf = malloc(4u << 20);
+	T_CHECK(buf != NULL);
+	/* The program asked for eager up to 4 MiB: each of these goes, by the
+	 * protocol the route names, and those behind it follow. */
+	const size_t lens[] = { 524233, 1000, 300000, 1u << 20, (4u << 20) - 1, 8 };
+	enum { N = sizeof(lens) / sizeof(lens[0]) };
+	for (unsigned i = 0; i < N; i++)
+		eager_one(ctx, buf, lens[i], i);
+	/* The transport carries less than 4 MiB eagerly, and says where it
+	 * stops; both sides of that line go as the route says. */
+	xp_route_t route;
+	T_OK(xp_route_get(ctx, 1 - rank, 4u << 20, &route));
+	size_t limit = route.rndv_threshold;
+	fprintf(stderr, "   rank %d: eager up to %zu bytes\n", rank, limit - 1);
+	T_CHECK(limit > 64u << 10 && limit < 4u << 20);
+	T_OK(xp_route_get(ctx, 1 - rank, limit - 1, &route));
+	T_CHECK(strcmp(route.protocol, "eager") == 0);
+	eager_one(ctx, buf, limit - 1, 50);
+	eager_one(ctx, buf, limit, 51);
+	/* Several of the longest at once, each behind the one before in the
+	 * control queue. */
+	xp_request_t *rq[8];
+	for (unsigned i = 0; i < 8; i++) {
+		size_t len = limit - 1 - i;
+		uint8_t *p = buf + (size_t)i * (512u << 10);
+		if (rank == 0) {
+			fill(p, len, 100 + i);
+			T_OK(xp_isend(w, p, len, 1, 100 + i, &rq[i]));
+		} else {
+			T_OK(xp_irecv(w, p, 512u << 10, 0, 100 + i, XP_TAG_EXACT, &rq[i]));
+		}
+	}
+	for (unsigned i = 0; i < 8; i++) {
+		xp_status_t st;
+		T_OK(xp_wait(&rq[i], XP_TIMEOUT_DEFAULT, &st));
+		if (rank == 1) {
+			T_EQ(st.length, limit - 1 - i);
+			T_CHECK(check(buf + (size_t)i * (512u << 10), st.length, 100 + i) == 0);
+		}
+	}
+	free(buf);
+	xp_finalize(ctx);
+	return 0;
+}
+
+static void eager_env(int rank, void *arg)
+{
+	(void)rank;
+	(void)arg;
+	setenv("XP_RNDV_THRESHOLD", "4m", 1);
+}
+
+/* ------------------------------------------------------------------------- */
 
 static const struct section {
 	const char *name;
@@ -117,6 +208,7 @@ static const struct section {
 	void (*env)(int rank, void *arg);
 } sections[] = {
 	{ "zc-burst", zc_body, zc_env },
+	{ "eager-max", eager_body, eager_env },
 };
 
 static const struct section *section; /* the one running */

@@ -87,8 +87,13 @@ void xpi_context_set_peer_tl(xp_context_t *ctx, int peer, int tl)
 {
 	struct xpi_peer *p = &ctx->peers[peer];
 	p->tl = (uint8_t)tl;
-	p->rndv_threshold = ctx->cfg.rndv_threshold != 0 ? ctx->cfg.rndv_threshold :
-							   ctx->tls[tl].ops->rndv_threshold;
+	const struct xpi_tl_ops *ops = ctx->tls[tl].ops;
+	p->rndv_threshold =
+		ctx->cfg.rndv_threshold != 0 ? ctx->cfg.rndv_threshold : ops->rndv_threshold;
+	/* What the transport cannot carry eagerly goes by rendezvous; send
+	 * and xp_route_get() both read the threshold, so they agree. */
+	if (ops->eager_max != 0 && p->rndv_threshold > ops->eager_max + 1)
+		p->rndv_threshold = ops->eager_max + 1;
 }
 
 /* Drops everything still queued. The owner token is not needed: no other

@@ -51,6 +51,11 @@ struct xpi_tl_ops {
 	 * a threshold: where eager's extra copy starts to cost more than
 	 * rendezvous's handshake on this transport (measured, see perf/). */
 	size_t rndv_threshold;
+	/* The longest payload send_eager can ever take (0: no limit). Longer
+	 * messages go by rendezvous whatever threshold the program set, so
+	 * the engine never offers one that could only wait, and
+	 * xp_route_get() names the protocol the send really uses. */
+	size_t eager_max;
 
 	/*
 	 * Registers [addr, addr+len) for this transport; *handle is passed back

@@ -64,8 +64,9 @@ static int tcp_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, cons
 	if (c->dead)
 		return -ECONNRESET;
 	uint64_t cost = xpi_eager_cost(h->len);
-	if (h->len > t->max_eager || c->eager_sent + cost - c->peer_credit > t->credit_per_peer)
-		return -ENOBUFS; /* no credit with the receiver: rendezvous */
+	if (h->len > XPI_TCP_EAGER_SEND_MAX ||
+	    c->eager_sent + cost - c->peer_credit > t->credit_per_peer)
+		return -ENOBUFS; /* too long, or no credit with the receiver: rendezvous */
 	struct xpi_frame f = {
 		.type = XPI_FRAME_EAGER,
 		.payload_len = (uint32_t)h->len,
@@ -298,6 +299,7 @@ static void tcp_destroy(void *tlp)
 const struct xpi_tl_ops xpi_tcp_ops = {
 	.name = "tcp",
 	.rndv_threshold = 32768,
+	.eager_max = XPI_TCP_EAGER_SEND_MAX,
 	.mem_reg = xpi_tl_mem_reg_none,
 	.mem_dereg = xpi_tl_mem_dereg_none,
 	.send_eager = tcp_send_eager,

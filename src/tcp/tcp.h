@@ -29,10 +29,15 @@
 #include "../core/engine.h"
 #include "../core/wire.h"
 
-/* The largest eager payload a frame may carry (a receiver refuses more):
- * programs may raise the rendezvous threshold up to this. */
+/* The largest eager payload a frame may carry (a receiver refuses more). */
 #define XPI_TCP_MAX_EAGER (1u << 20)
 #define XPI_TCP_TX_CAP (512u << 10)
+/* The largest eager payload we send: its frame is queued whole in the
+ * control queue, so it must fit there, and in half of it so that one can be
+ * queued while the one before is still in the kernel's hands. Longer
+ * messages go by rendezvous, whatever threshold the program set
+ * (xpi_tcp_ops.eager_max tells the engine). */
+#define XPI_TCP_EAGER_SEND_MAX (XPI_TCP_TX_CAP / 2 - XPI_FRAME_HDR_LEN)
 #define XPI_TCP_BR_ENTRIES 128u
 #define XPI_TCP_BGID 7
 
