@@ -8,7 +8,13 @@
  *                 notification, so neither may be rewritten before);
  *  - eager-max:   XP_RNDV_THRESHOLD=4m: messages longer than the transport
  *                 can carry eagerly go by rendezvous, xp_route_get says so,
- *                 and none waits forever in the control queue.
+ *                 and none waits forever in the control queue;
+ *  - unexp-small: thousands of small unexpected messages, each in its own
+ *                 received chunk, then the receives: all intact, and the
+ *                 rank kept receiving meanwhile (they pin no chunk);
+ *  - held-bufs:   the program holds pooled receives (xp_recv_buf) until the
+ *                 pool runs out: that receive gets -ENOBUFS, other traffic
+ *                 goes on, and the message is received later.
  * Usage: test_tcp_limits SECTION
  */
 #include <errno.h>
@@ -30,6 +36,22 @@ int main(void)
 
 #include "tcp_test.h"
 #include "pattern.h"
+
+#define TAG_RT 2
+
+/* One round trip with @peer on @tag, so what was sent before it has been
+ * taken off the wire, in a received chunk of its own. */
+static void round_trip(xp_comm_t *w, int rank, int peer, uint64_t tag)
+{
+	uint8_t b[8] = { 0 };
+	if (rank == 0) {
+		T_OK(xp_send(w, b, sizeof(b), peer, tag));
+		T_OK(xp_recv(w, b, sizeof(b), peer, tag, XP_TAG_EXACT, NULL));
+	} else {
+		T_OK(xp_recv(w, b, sizeof(b), peer, tag, XP_TAG_EXACT, NULL));
+		T_OK(xp_send(w, b, sizeof(b), peer, tag));
+	}
+}
 
 /* ------------------------------------------------------------------------- */
 /* Zero-copy bulk sends, many in flight                                       */
@@ -201,6 +223,112 @@ static void eager_env(int rank, void *arg)
 }
 
 /* ------------------------------------------------------------------------- */
+/* Small unexpected messages                                                  */
+
+enum { UNEXP_N = 5000, UNEXP_BIG = 6000, TAG_UNEXP = 1 };
+
+/* Mostly 8 bytes; every tenth long enough that a view of the chunk could
+ * pay for a pooled receive. */
+static size_t unexp_len(unsigned i)
+{
+	return i % 10 == 9 ? UNEXP_BIG : 8;
+}
+
+static int unexp_body(int rank, void *arg)
+{
+	(void)arg;
+	xp_context_t *ctx = t_start_rank(rank);
+	xp_comm_t *w = xp_comm_world(ctx);
+	uint8_t *bufs = malloc((size_t)UNEXP_N * UNEXP_BIG);
+	T_CHECK(bufs != NULL);
+	for (unsigned i = 0; i < UNEXP_N; i++) {
+		uint8_t *p = bufs + (size_t)i * UNEXP_BIG;
+		if (rank == 0) {
+			fill(p, unexp_len(i), i);
+			T_OK(xp_send(w, p, unexp_len(i), 1, TAG_UNEXP));
+		}
+		/* Rank 1 receives (other messages) all along. */
+		round_trip(w, rank, 1 - rank, TAG_RT);
+	}
+	if (rank == 1) {
+		xp_stats_t s;
+		T_OK(xp_stats_get(ctx, &s));
+		T_EQ(s.unexpected_now, UNEXP_N);
+		for (unsigned i = 0; i < UNEXP_N; i++) {
+			xp_status_t st;
+			uint8_t *p = bufs + (size_t)i * UNEXP_BIG;
+			T_OK(xp_recv(w, p, UNEXP_BIG, 0, TAG_UNEXP, XP_TAG_EXACT, &st));
+			T_EQ(st.length, unexp_len(i));
+			T_CHECK(check(p, st.length, i) == 0);
+		}
+	}
+	T_OK(xp_oob_barrier(ctx));
+	free(bufs);
+	xp_finalize(ctx);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Pooled receives the program holds                                          */
+
+enum { HELD_N = 600, HELD_LEN = 10000, TAG_HELD = 3 };
+
+static int held_body(int rank, void *arg)
+{
+	(void)arg;
+	xp_context_t *ctx = t_start_rank(rank);
+	xp_comm_t *w = xp_comm_world(ctx);
+	xp_buf_t **held = calloc(HELD_N, sizeof(*held));
+	uint8_t *out = malloc(HELD_LEN);
+	T_CHECK(held != NULL && out != NULL);
+	int nheld = 0, first_short = -1;
+	for (unsigned i = 0; i < HELD_N; i++) {
+		if (rank == 0) {
+			fill(out, HELD_LEN, i);
+			T_OK(xp_send(w, out, HELD_LEN, 1, TAG_HELD));
+		} else if (first_short < 0) {
+			xp_status_t st;
+			int rc = xp_recv_buf(w, 0, TAG_HELD, XP_TAG_EXACT, &held[nheld], &st);
+			if (rc == -ENOBUFS) {
+				/* The pool is lent out: a clean error, the message waits. */
+				T_CONTAINS(xp_error_detail(), "rank 0");
+				T_CONTAINS(xp_error_detail(), "xp_recv_buf");
+				first_short = (int)i;
+				fprintf(stderr, "   holding %d pooled receives: %s\n", nheld,
+					xp_error_detail());
+			} else {
+				T_OK(rc);
+				T_EQ(xp_buf_len(held[nheld]), HELD_LEN);
+				T_CHECK(check(xp_buf_data(held[nheld]), HELD_LEN, i) == 0);
+				nheld++;
+			}
+		}
+		/* Traffic goes on while the program holds them. */
+		round_trip(w, rank, 1 - rank, TAG_RT);
+	}
+	if (rank == 1) {
+		T_CHECK(first_short > 0);
+		for (int i = 0; i < nheld; i++)
+			T_CHECK(check(xp_buf_data(held[i]), HELD_LEN, (uint32_t)i) == 0);
+		for (int i = 0; i < nheld; i++)
+			xp_buf_release(held[i]);
+		/* What could not be received then is received now, in order. */
+		for (unsigned i = (unsigned)first_short; i < HELD_N; i++) {
+			xp_buf_t *b;
+			T_OK(xp_recv_buf(w, 0, TAG_HELD, XP_TAG_EXACT, &b, NULL));
+			T_EQ(xp_buf_len(b), HELD_LEN);
+			T_CHECK(check(xp_buf_data(b), HELD_LEN, i) == 0);
+			xp_buf_release(b);
+		}
+	}
+	T_OK(xp_oob_barrier(ctx));
+	free(held);
+	free(out);
+	xp_finalize(ctx);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------- */
 
 static const struct section {
 	const char *name;
@@ -209,6 +337,8 @@ static const struct section {
 } sections[] = {
 	{ "zc-burst", zc_body, zc_env },
 	{ "eager-max", eager_body, eager_env },
+	{ "unexp-small", unexp_body, NULL },
+	{ "held-bufs", held_body, NULL },
 };
 
 static const struct section *section; /* the one running */

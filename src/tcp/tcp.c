@@ -181,11 +181,9 @@ static void handle_cqe(struct xpi_tcp *t, const struct io_uring_cqe *cqe)
 		if (c->dead && (cqe->flags & IORING_CQE_F_BUFFER)) {
 			/* Data that raced with the close: give the buffer back. */
 			unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-			if (bid < XPI_TCP_BR_ENTRIES && t->br_bufs[bid] != NULL) {
-				xpi_buf_put(t->br_bufs[bid]);
-				t->br_bufs[bid] = NULL;
-				t->br_empty++;
-			}
+			struct xp_buf *chunk = tcp_br_take(t, bid);
+			if (chunk != NULL)
+				tcp_br_give_back(t, bid, chunk);
 			return;
 		}
 		tcp_ctl_received(c, cqe->res, cqe->flags);

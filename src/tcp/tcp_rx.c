@@ -103,9 +103,11 @@ static bool got_header(struct tcp_conn *c, const struct xpi_frame *f)
 }
 
 /*
- * Parses @n bytes at @p, part of pooled buffer @chunk. An eager payload
- * that lies entirely inside the chunk goes to the engine as a view of it
- * (no copy); one that spans chunks is gathered in asm_buf first.
+ * Parses @n bytes at @p, part of pooled buffer @chunk. An eager payload of
+ * XPI_TCP_VIEW_MIN bytes or more that lies entirely inside the chunk may go
+ * to the engine as a view of it (no copy; see tcp.h for when); others go as
+ * inline payloads the engine copies, gathered in asm_buf first if they span
+ * chunks.
  */
 static void parse(struct tcp_conn *c, struct xp_buf *chunk, uint8_t *p, size_t n)
 {
@@ -140,7 +142,8 @@ static void parse(struct tcp_conn *c, struct xp_buf *chunk, uint8_t *p, size_t n
 		size_t need = c->frame.payload_len - c->asm_have;
 		if (c->asm_have == 0 && n >= need) {
 			struct xp_buf *view;
-			if (xpi_buf_view(chunk, p, need, &view) == 0)
+			if (need >= XPI_TCP_VIEW_MIN && tcp_br_may_lend(c->tcp) &&
+			    xpi_buf_view(chunk, p, need, &view) == 0)
 				deliver(c, &c->frame, XPI_MSG_BUF, NULL, view, 0);
 			else
 				deliver(c, &c->frame, XPI_MSG_INLINE, p, NULL, 0);
@@ -169,19 +172,17 @@ void tcp_ctl_received(struct tcp_conn *c, int res, unsigned flags)
 		c->recv_armed = false; /* re-armed below or by progress */
 	if (res > 0 && (flags & IORING_CQE_F_BUFFER)) {
 		unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
-		struct xp_buf *chunk = bid < XPI_TCP_BR_ENTRIES ? t->br_bufs[bid] : NULL;
+		struct xp_buf *chunk = tcp_br_take(t, bid);
 		if (chunk == NULL) {
 			tcp_conn_fail(c, -EPROTO, "got data in a buffer we never provided");
 			return;
 		}
-		t->br_bufs[bid] = NULL;
-		t->br_empty++;
 		if (!c->dead)
 			parse(c, chunk, chunk->data, (size_t)res);
-		xpi_buf_put(chunk); /* views handed to the engine keep it alive */
-		tcp_br_refill(t);
+		tcp_br_give_back(t, bid, chunk);
 	} else if (res == -ENOBUFS) {
-		/* Every provided buffer is lent out: re-armed once some return. */
+		/* The kernel filled every provided buffer before we could give
+		 * any back: re-armed by progress once the ring has some again. */
 		t->need_arm = true;
 		return;
 	} else if (res == 0) {
