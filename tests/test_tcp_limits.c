@@ -14,10 +14,18 @@
  *                 rank kept receiving meanwhile (they pin no chunk);
  *  - held-bufs:   the program holds pooled receives (xp_recv_buf) until the
  *                 pool runs out: that receive gets -ENOBUFS, other traffic
- *                 goes on, and the message is received later.
+ *                 goes on, and the message is received later;
+ *  - fetch-fail:  the receiver cannot set up a rendezvous fetch (-ENOMEM):
+ *                 both its receive and the sender's send fail, each naming
+ *                 the other rank, the tag and the operation; the next
+ *                 message on that pair goes through.
  * Usage: test_tcp_limits SECTION
+ *
+ * Linked with -Wl,--wrap=malloc: the wrapper fails one allocation of a
+ * rendezvous fetch's descriptor when fetch-fail asks it to.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +34,15 @@
 #include "mproc.h"
 #include "testutil.h"
 
+void *__real_malloc(size_t size);
+void *__wrap_malloc(size_t size);
+
 #ifndef XPORT_HAVE_TCP
+void *__wrap_malloc(size_t size)
+{
+	return __real_malloc(size);
+}
+
 int main(void)
 {
 	printf("SKIP: this build has no TCP transport (liburing missing)\n");
@@ -36,6 +52,17 @@ int main(void)
 
 #include "tcp_test.h"
 #include "pattern.h"
+
+/* Set by fetch-fail: the next allocation of a fetch descriptor fails. */
+static atomic_int fail_fetch_alloc;
+
+void *__wrap_malloc(size_t size)
+{
+	if (size == sizeof(struct tcp_bulk_rx) && atomic_load(&fail_fetch_alloc) != 0 &&
+	    atomic_exchange(&fail_fetch_alloc, 0) != 0)
+		return NULL;
+	return __real_malloc(size);
+}
 
 #define TAG_RT 2
 
@@ -329,16 +356,74 @@ static int held_body(int rank, void *arg)
 }
 
 /* ------------------------------------------------------------------------- */
+/* A rendezvous fetch that cannot be set up                                   */
+
+enum { FETCH_LEN = 200000, TAG_FETCH = 0x77, TAG_ANNOUNCED = 5 };
+
+static int fetch_body(int rank, void *arg)
+{
+	(void)arg;
+	xp_context_t *ctx = t_start_rank(rank);
+	xp_comm_t *w = xp_comm_world(ctx);
+	uint8_t *buf = malloc(FETCH_LEN);
+	T_CHECK(buf != NULL);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		bool fail = attempt == 0;
+		xp_status_t st;
+		int rc;
+		if (rank == 1) {
+			xp_request_t *s;
+			fill(buf, FETCH_LEN, (uint32_t)attempt);
+			T_OK(xp_isend(w, buf, FETCH_LEN, 0, TAG_FETCH, &s));
+			T_OK(xp_send(w, NULL, 0, 0, TAG_ANNOUNCED));
+			rc = xp_wait(&s, XP_TIMEOUT_DEFAULT, NULL);
+		} else {
+			/* The announcement is here (it came before this message). */
+			T_OK(xp_recv(w, NULL, 0, 1, TAG_ANNOUNCED, XP_TAG_EXACT, NULL));
+			atomic_store(&fail_fetch_alloc, fail);
+			memset(buf, 0, FETCH_LEN);
+			rc = xp_recv(w, buf, FETCH_LEN, 1, TAG_FETCH, XP_TAG_EXACT, &st);
+		}
+		char detail[512];
+		snprintf(detail, sizeof(detail), "%s", rc < 0 ? xp_error_detail() : "");
+		fprintf(stderr, "   rank %d: attempt %d: %d %s\n", rank, attempt, rc, detail);
+		/* Both sides have their answer before either checks it: one left
+		 * waiting fails by its own timeout, not by the other's exit. */
+		T_OK(xp_oob_barrier(ctx));
+		if (!fail) {
+			T_OK(rc);
+			if (rank == 0) {
+				T_EQ(st.length, FETCH_LEN);
+				T_CHECK(check(buf, FETCH_LEN, (uint32_t)attempt) == 0);
+			}
+			continue;
+		}
+		if (rc == 0 || rc == -ETIMEDOUT)
+			T_FAIL("rank %d: the %s whose fetch failed returned %d (%s)", rank,
+			       rank == 1 ? "send" : "receive", rc, detail);
+		T_CONTAINS(detail, rank == 1 ? "rank 0" : "rank 1");
+		T_CONTAINS(detail, rank == 1 ? "xp_send" : "xp_recv");
+		T_CONTAINS(detail, "tag 0x77");
+		if (rank == 0) {
+			T_CHECK(atomic_load(&fail_fetch_alloc) == 0); /* it was tried */
+			T_EQ(rc, -ENOMEM);
+		}
+	}
+	free(buf);
+	xp_finalize(ctx);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------- */
 
 static const struct section {
 	const char *name;
 	int (*body)(int rank, void *arg);
 	void (*env)(int rank, void *arg);
 } sections[] = {
-	{ "zc-burst", zc_body, zc_env },
-	{ "eager-max", eager_body, eager_env },
-	{ "unexp-small", unexp_body, NULL },
-	{ "held-bufs", held_body, NULL },
+	{ "zc-burst", zc_body, zc_env },     { "eager-max", eager_body, eager_env },
+	{ "unexp-small", unexp_body, NULL }, { "held-bufs", held_body, NULL },
+	{ "fetch-fail", fetch_body, NULL },
 };
 
 static const struct section *section; /* the one running */

@@ -52,15 +52,39 @@ static void deliver(struct tcp_conn *c, const struct xpi_frame *f, uint8_t kind,
 	xpi_engine_deliver(c->tcp->ctx, &m);
 }
 
-/* The peer asked for the payload of our send @id: queue it on the bulk channel. */
-static void got_cts(struct tcp_conn *c, uint64_t id)
+/* The peer could not take our send @s, its receive failed with @code (a
+ * positive errno from the wire): the send fails with it, naming the peer. */
+static void send_refused(struct tcp_conn *c, xp_request_t *s, uint64_t code)
+{
+	xp_context_t *ctx = c->tcp->ctx;
+	int err = code != 0 && code < 4096 ? -(int)code : -EIO;
+	/* A send withdrawn meanwhile has been completed by the core already. */
+	if (atomic_load(&s->rndv_state) != XPI_RNDV_WITHDRAWN) {
+		xpi_request_set_detail(
+			s,
+			"rank %d: xp_send to rank %d tag 0x%llx on communicator %u "
+			"failed: rank %d could not take it (%s) and failed its receive",
+			ctx->rank, c->peer, (unsigned long long)s->tag, s->comm, c->peer,
+			xp_strerror(err));
+		xpi_request_complete(s, err);
+	}
+	xpi_request_put(s);
+}
+
+/* The peer asked for the payload of our send @f->id: queue it on the bulk
+ * channel; or it refused it. */
+static void got_cts(struct tcp_conn *c, const struct xpi_frame *f)
 {
 	struct xpi_dlink *pos;
 	xpi_dlist_for_each(pos, &c->rts_out) {
 		xp_request_t *s = xpi_container_of(pos, xp_request_t, tl_link);
-		if (s->tl_id != id)
+		if (s->tl_id != f->id)
 			continue;
 		xpi_dlist_remove(&s->tl_link);
+		if (f->flags & XPI_FRAME_F_REFUSED) {
+			send_refused(c, s, f->msg_len);
+			return;
+		}
 		xpi_dlist_push_tail(&c->bulk_tx, &s->tl_link);
 		tcp_bulk_start(c);
 		return;
@@ -88,7 +112,7 @@ static bool got_header(struct tcp_conn *c, const struct xpi_frame *f)
 			c->in_payload = true;
 		break;
 	case XPI_FRAME_CTS:
-		got_cts(c, f->id);
+		got_cts(c, f);
 		break;
 	case XPI_FRAME_CREDIT:
 		break;
