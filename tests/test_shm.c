@@ -126,12 +126,7 @@ static bool is_ours(int pid)
 static xp_context_t *start(int rank)
 {
 	record_rank(rank);
-	xp_context_t *ctx;
-	int rc = xp_init(NULL, &ctx);
-	if (rc < 0)
-		T_FAIL("rank %d: xp_init: %s: %s", rank, xp_strerror(rc), xp_error_detail());
-	T_EQ(xp_rank(ctx), rank);
-	return ctx;
+	return t_start_rank(rank);
 }
 
 static void expect_route(xp_context_t *ctx, int peer, const char *tl)

@@ -17,21 +17,11 @@
 
 #define MAXLEN (5u << 20)
 
-static xp_context_t *start(int rank)
-{
-	xp_context_t *ctx;
-	int rc = xp_init(NULL, &ctx);
-	if (rc < 0)
-		T_FAIL("rank %d: xp_init: %s", rank, xp_strerror(rc));
-	T_EQ(xp_rank(ctx), rank);
-	return ctx;
-}
-
 /* Ping-pong of every size class, then random sizes, both ways. */
 static int sizes_body(int rank, void *arg)
 {
 	(void)arg;
-	xp_context_t *ctx = start(rank);
+	xp_context_t *ctx = t_start_rank(rank);
 	xp_comm_t *w = xp_comm_world(ctx);
 	uint8_t *buf = malloc(MAXLEN);
 	static const size_t fixed[] = { 0,     1,     55,     56,      57,      4095,   32767,
@@ -70,7 +60,7 @@ static int sizes_body(int rank, void *arg)
 static int features_body(int rank, void *arg)
 {
 	(void)arg;
-	xp_context_t *ctx = start(rank);
+	xp_context_t *ctx = t_start_rank(rank);
 	xp_comm_t *w = xp_comm_world(ctx);
 	static const size_t lens[] = { 0, 8, 5000, 40000, 2 << 20 };
 	uint8_t *buf = malloc(4 << 20);
@@ -131,7 +121,7 @@ static int flood_body(int rank, void *arg)
 {
 	(void)arg;
 	enum { N = 3000, LEN = 2000 };
-	xp_context_t *ctx = start(rank);
+	xp_context_t *ctx = t_start_rank(rank);
 	xp_comm_t *w = xp_comm_world(ctx);
 	if (rank == 0) {
 		uint8_t *bufs = malloc((size_t)N * LEN);
@@ -173,7 +163,7 @@ static int alltoall_body(int rank, void *arg)
 {
 	(void)arg;
 	enum { ROUNDS = 6 };
-	xp_context_t *ctx = start(rank);
+	xp_context_t *ctx = t_start_rank(rank);
 	xp_comm_t *w = xp_comm_world(ctx);
 	int n = xp_size(ctx);
 	uint8_t *out = malloc(MAXLEN), *in = malloc((size_t)n * (2 << 20));
@@ -210,7 +200,7 @@ static int alltoall_body(int rank, void *arg)
 static int send_then_block_body(int rank, void *arg)
 {
 	(void)arg;
-	xp_context_t *ctx = start(rank);
+	xp_context_t *ctx = t_start_rank(rank);
 	xp_comm_t *w = xp_comm_world(ctx);
 	uint8_t buf[64] = { 0 };
 	for (int i = 0; i < 200; i++) {

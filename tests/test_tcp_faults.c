@@ -65,40 +65,12 @@ int main(void)
 }
 #else
 
-#include <liburing.h>
-
-#include "tcp/tcp.h"
-#include "tcp/tcp_setup.h"
+#include "tcp_test.h"
 #include "pattern.h"
-
-#define T_CONTAINS(text, sub)                                                                      \
-	do {                                                                                       \
-		const char *_t = (text);                                                           \
-		if (strstr(_t, (sub)) == NULL)                                                     \
-			T_FAIL("\"%s\" does not contain \"%s\"", _t, (sub));                       \
-	} while (0)
 
 static int64_t now_ms(void)
 {
 	return xpi_now_ns() / 1000000;
-}
-
-static xp_context_t *start(int rank)
-{
-	xp_context_t *ctx;
-	int rc = xp_init(NULL, &ctx);
-	if (rc < 0)
-		T_FAIL("rank %d: xp_init: %s: %s", rank, xp_strerror(rc), xp_error_detail());
-	T_EQ(xp_rank(ctx), rank);
-	return ctx;
-}
-
-static struct xpi_tcp *tcp_of(xp_context_t *ctx)
-{
-	for (int i = 0; i < ctx->ntls; i++)
-		if (ctx->tls[i].ops == &xpi_tcp_ops)
-			return ctx->tls[i].tl;
-	T_FAIL("rank %d has no TCP transport", ctx->rank);
 }
 
 /*
@@ -361,7 +333,7 @@ static int kill_rank2(xp_context_t *ctx)
 
 static int kill_body(int rank, void *arg)
 {
-	xp_context_t *ctx = start(rank);
+	xp_context_t *ctx = t_start_rank(rank);
 	if (rank == 0)
 		return kill_rank0(ctx, arg);
 	if (rank == 1)
@@ -604,7 +576,7 @@ static int bad_rank2(xp_context_t *ctx)
 static int bad_body(int rank, void *arg)
 {
 	enum bad_case k = (enum bad_case)(intptr_t)arg;
-	xp_context_t *ctx = start(rank);
+	xp_context_t *ctx = t_start_rank(rank);
 	if (rank == 0)
 		return bad_rank0(ctx, k);
 	if (rank == 1)
@@ -721,7 +693,7 @@ static int raw_connected(int fd)
 static int stranger_body(int rank, void *arg)
 {
 	(void)arg;
-	xp_context_t *ctx = start(rank);
+	xp_context_t *ctx = t_start_rank(rank);
 	struct xpi_tcp *t = tcp_of(ctx);
 	struct sockaddr_in all[3];
 	/* Where each rank listened while the job formed. */
@@ -928,15 +900,7 @@ static int run_section(const struct section *s)
 
 int main(int argc, char **argv)
 {
-	/* Ranks of one host would get shared memory: these tests are TCP's. */
-	setenv("XP_TRANSPORTS", "tcp", 1);
-	struct io_uring ring;
-	int rc = io_uring_queue_init(4, &ring, 0);
-	if (rc < 0) {
-		printf("SKIP: io_uring is not available here: %s\n", strerror(-rc));
-		return T_SKIP;
-	}
-	io_uring_queue_exit(&ring);
+	tcp_test_require();
 	int failed = 0, ran = 0;
 	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
 		if (argc > 1 && strcmp(argv[1], sections[i].name) != 0)

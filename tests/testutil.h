@@ -45,6 +45,25 @@
 			       xp_error_detail());                                                 \
 	} while (0)
 
+/* Asserts that @text contains @sub (an error message names what it should). */
+#define T_CONTAINS(text, sub)                                                                      \
+	do {                                                                                       \
+		const char *_t = (text);                                                           \
+		if (strstr(_t, (sub)) == NULL)                                                     \
+			T_FAIL("\"%s\" does not contain \"%s\"", _t, (sub));                       \
+	} while (0)
+
+/* Joins the job the launcher's XP_* variables describe as rank @rank. */
+static inline xp_context_t *t_start_rank(int rank)
+{
+	xp_context_t *ctx;
+	int rc = xp_init(NULL, &ctx);
+	if (rc < 0)
+		T_FAIL("rank %d: xp_init: %s: %s", rank, xp_strerror(rc), xp_error_detail());
+	T_EQ(xp_rank(ctx), rank);
+	return ctx;
+}
+
 #define T_RUN(fn)                                                                                  \
 	do {                                                                                       \
 		fprintf(stderr, "-- %s\n", #fn);                                                   \

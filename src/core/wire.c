@@ -85,7 +85,10 @@ int xpi_frame_parse(const uint8_t *buf, size_t len, uint32_t max_eager, struct x
 		*why = "unknown frame type";
 		return -EPROTO;
 	}
-	if ((f.flags & ~XPI_FRAME_F_WITHDRAWN) != 0 || (f.flags != 0 && f.type != XPI_FRAME_DATA)) {
+	uint16_t allowed = f.type == XPI_FRAME_DATA ? XPI_FRAME_F_WITHDRAWN :
+			   f.type == XPI_FRAME_CTS  ? XPI_FRAME_F_REFUSED :
+						      0;
+	if ((f.flags & ~allowed) != 0) {
 		*why = "unknown frame flags";
 		return -EPROTO;
 	}

@@ -9,7 +9,8 @@
  *  12  u32 comm                    16  u64 tag
  *  24  u32 peer_seq                28  u32 reserved (0)
  *  32  u64 msg_len: the message's full length (EAGER: = payload_len;
- *      RTS and DATA: the rendezvous payload's length)
+ *      RTS and DATA: the rendezvous payload's length;
+ *      CTS with F_REFUSED: the positive errno the receiver failed with)
  *  40  u64 id: a rendezvous send's id (RTS, CTS, DATA)
  *  48  u64 credit: the sender's running count of eager bytes it has
  *      consumed from the receiver (eager credit given back)
@@ -38,6 +39,9 @@ enum xpi_frame_type {
 
 /* DATA: the sender withdrew message @id (it timed out); no bytes follow. */
 #define XPI_FRAME_F_WITHDRAWN 0x1u
+/* CTS: the receiver cannot take message @id (its receive failed with
+ * -msg_len): the sender fails the send and streams nothing. */
+#define XPI_FRAME_F_REFUSED 0x2u
 
 struct xpi_frame {
 	uint8_t type;

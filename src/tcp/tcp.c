@@ -65,8 +65,9 @@ static int tcp_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, cons
 	if (c->dead)
 		return -ECONNRESET;
 	uint64_t cost = xpi_eager_cost(h->len);
-	if (h->len > t->max_eager || c->eager_sent + cost - c->peer_credit > t->credit_per_peer)
-		return -ENOBUFS; /* no credit with the receiver: rendezvous */
+	if (h->len > XPI_TCP_EAGER_SEND_MAX ||
+	    c->eager_sent + cost - c->peer_credit > t->credit_per_peer)
+		return -ENOBUFS; /* too long, or no credit with the receiver: rendezvous */
 	struct xpi_frame f = {
 		.type = XPI_FRAME_EAGER,
 		.payload_len = (uint32_t)h->len,
@@ -127,6 +128,39 @@ static int tcp_send_cancel(void *tlp, xp_request_t *sreq)
 	return -EBUSY;
 }
 
+/*
+ * Receive @rreq cannot take rendezvous message @msg (@err): the sender is
+ * told with a refusing CTS, so its send fails too instead of waiting for a
+ * CTS that never comes; if not even that fits in the control queue, the
+ * connection fails, which fails the send as well. Returns @err, with which
+ * the engine fails the receive.
+ */
+static int refuse_fetch(struct tcp_conn *c, const struct xpi_msg *msg, xp_request_t *rreq, int err)
+{
+	xp_context_t *ctx = c->tcp->ctx;
+	xpi_request_set_detail(rreq,
+			       "rank %d: %s from rank %d tag 0x%llx on communicator %u failed: "
+			       "cannot take its %llu-byte rendezvous message: %s (rank %d is told)",
+			       ctx->rank, rreq->op == XPI_OP_RECV_BUF ? "xp_recv_buf" : "xp_recv",
+			       c->peer, (unsigned long long)msg->u.key.tag, msg->u.key.comm,
+			       (unsigned long long)msg->len, xp_strerror(err), c->peer);
+	struct xpi_frame f = {
+		.type = XPI_FRAME_CTS,
+		.flags = XPI_FRAME_F_REFUSED,
+		.msg_len = (uint64_t)-err,
+		.id = (uint64_t)(uintptr_t)msg->rndv,
+	};
+	if (tcp_ctl_queue(c, &f, NULL) == 0) {
+		tcp_ctl_flush(c);
+		io_uring_submit(&c->tcp->ring);
+	} else {
+		tcp_conn_fail(c, err,
+			      "could not be told that a receive of its rendezvous message failed; "
+			      "its connection was closed");
+	}
+	return err;
+}
+
 static int tcp_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq)
 {
 	struct xpi_tcp *t = tlp;
@@ -135,7 +169,7 @@ static int tcp_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 		return -ECONNRESET; /* the engine names the lost peer */
 	struct tcp_bulk_rx *x = malloc(sizeof(*x));
 	if (x == NULL)
-		return -ENOMEM;
+		return refuse_fetch(c, msg, rreq, -ENOMEM);
 	*x = (struct tcp_bulk_rx){
 		.rreq = rreq,
 		.dst = dst,
@@ -181,11 +215,9 @@ static void handle_cqe(struct xpi_tcp *t, const struct io_uring_cqe *cqe)
 		if (c->dead && (cqe->flags & IORING_CQE_F_BUFFER)) {
 			/* Data that raced with the close: give the buffer back. */
 			unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-			if (bid < XPI_TCP_BR_ENTRIES && t->br_bufs[bid] != NULL) {
-				xpi_buf_put(t->br_bufs[bid]);
-				t->br_bufs[bid] = NULL;
-				t->br_empty++;
-			}
+			struct xp_buf *chunk = tcp_br_take(t, bid);
+			if (chunk != NULL)
+				tcp_br_give_back(t, bid, chunk);
 			return;
 		}
 		tcp_ctl_received(c, cqe->res, cqe->flags);
@@ -307,7 +339,7 @@ static void tcp_destroy(void *tlp)
 const struct xpi_tl_ops xpi_tcp_ops = {
 	.name = "tcp",
 	.rndv_threshold = 32768,
-	.eager_max = SIZE_MAX,
+	.eager_max = XPI_TCP_EAGER_SEND_MAX,
 	.mem_reg = xpi_tl_mem_reg_none,
 	.mem_dereg = xpi_tl_mem_dereg_none,
 	.send_eager = tcp_send_eager,

@@ -7,9 +7,9 @@
  *  - the control channel carries framed messages (wire.h): eager messages,
  *    rendezvous announcements (RTS), clear-to-send (CTS), credit returns.
  *    It is read with one multishot recv into buffers the kernel picks from
- *    a provided-buffer ring filled from the rank's registered pool; an
- *    eager payload that lies within one such buffer reaches the engine as
- *    a view of it, with no copy.
+ *    a provided-buffer ring filled from the rank's registered pool; a long
+ *    eager payload that lies within one such buffer may reach the engine as
+ *    a view of it, with no copy (XPI_TCP_VIEW_MIN below says when).
  *  - the bulk channel carries rendezvous payloads. The receiver asks for
  *    them (CTS) in the order it posts targeted recvs, so each payload is
  *    read straight into the receive buffer the user posted.
@@ -29,12 +29,33 @@
 #include "../core/engine.h"
 #include "../core/wire.h"
 
-/* The largest eager payload a frame may carry (a receiver refuses more):
- * programs may raise the rendezvous threshold up to this. */
+/* The largest eager payload a frame may carry (a receiver refuses more). */
 #define XPI_TCP_MAX_EAGER (1u << 20)
 #define XPI_TCP_TX_CAP (512u << 10)
+/* The largest eager payload we send: its frame is queued whole in the
+ * control queue, so it must fit there, and in half of it so that one can be
+ * queued while the one before is still in the kernel's hands. Longer
+ * messages go by rendezvous, whatever threshold the program set
+ * (xpi_tcp_ops.eager_max tells the engine). */
+#define XPI_TCP_EAGER_SEND_MAX (XPI_TCP_TX_CAP / 2 - XPI_FRAME_HDR_LEN)
 #define XPI_TCP_BR_ENTRIES 128u
 #define XPI_TCP_BGID 7
+#define XPI_TCP_CHUNK 16384u
+/*
+ * Received chunks go back into the buffer ring as soon as they are parsed,
+ * so the control channels never depend on the pool, nor on what the program
+ * holds. An eager payload of XPI_TCP_VIEW_MIN bytes or more lying within one
+ * chunk may instead reach the engine as a view of it (a pooled receive then
+ * gets it with no copy), which keeps the chunk out of the ring until the
+ * view is released: at most XPI_TCP_LENT_MAX chunks at a time, each
+ * replaced in the ring by a spare taken from the pool first. Shorter
+ * payloads, and any once that many chunks are lent, are copied by the
+ * engine (XPI_MSG_INLINE), into the receive or, if none is posted yet, into
+ * a descriptor charged to the sender's eager credit: so the unexpected bound
+ * bounds what small messages pin, and the ring never dries up.
+ */
+#define XPI_TCP_VIEW_MIN 4096u
+#define XPI_TCP_LENT_MAX 32u
 
 enum tcp_op {
 	TCP_OP_RECV_CTL = 1,
@@ -110,6 +131,11 @@ struct tcp_conn {
 	bool zc;
 	int bulk_zc_slot; /* the slot of the send in flight, or -1 */
 	xp_request_t *zc_slot[XPI_TCP_ZC_SLOTS];
+	/* The frame header a zero-copy send in that slot carries: the kernel
+	 * reads it from here, like the payload from the user's pages, until
+	 * the notification (retransmits, a peer slow to read), so it must not
+	 * be bulk_tx_hdr, which the next send rewrites. */
+	uint8_t zc_hdr[XPI_TCP_ZC_SLOTS][XPI_FRAME_HDR_LEN];
 	struct xpi_dlink zc_wait; /* fully sent, waiting for notifications */
 	unsigned zc_copied_run;   /* notifications in a row that say "copied" */
 	uint8_t bulk_tx_hdr[XPI_FRAME_HDR_LEN];
@@ -150,7 +176,10 @@ struct xpi_tcp {
 	struct xp_buf *br_bufs[XPI_TCP_BR_ENTRIES]; /* by buffer id; NULL: empty */
 	unsigned br_empty;                          /* ids waiting for a buffer */
 	bool need_arm;                              /* a control recv stopped for want of buffers */
-	uint8_t *drop;                              /* bytes read to be dropped */
+	struct xp_buf *lent[XPI_TCP_LENT_MAX];      /* chunks views were made of: ours too */
+	unsigned nlent;
+	struct xp_buf *spare; /* takes the ring place of the next chunk lent */
+	uint8_t *drop;        /* bytes read to be dropped */
 };
 
 /* tcp_uring.c */
@@ -160,6 +189,9 @@ struct io_uring_sqe *tcp_sqe(struct xpi_tcp *t);
 uint64_t tcp_udata(enum tcp_op op, const struct tcp_conn *c);
 int tcp_br_init(struct xpi_tcp *t);
 void tcp_br_refill(struct xpi_tcp *t);
+struct xp_buf *tcp_br_take(struct xpi_tcp *t, unsigned bid);
+bool tcp_br_may_lend(struct xpi_tcp *t);
+void tcp_br_give_back(struct xpi_tcp *t, unsigned bid, struct xp_buf *chunk);
 void tcp_br_fini(struct xpi_tcp *t);
 
 /* tcp_tx.c */

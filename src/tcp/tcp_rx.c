@@ -52,15 +52,39 @@ static void deliver(struct tcp_conn *c, const struct xpi_frame *f, uint8_t kind,
 	xpi_engine_deliver(c->tcp->ctx, &m);
 }
 
-/* The peer asked for the payload of our send @id: queue it on the bulk channel. */
-static void got_cts(struct tcp_conn *c, uint64_t id)
+/* The peer could not take our send @s, its receive failed with @code (a
+ * positive errno from the wire): the send fails with it, naming the peer. */
+static void send_refused(struct tcp_conn *c, xp_request_t *s, uint64_t code)
+{
+	xp_context_t *ctx = c->tcp->ctx;
+	int err = code != 0 && code < 4096 ? -(int)code : -EIO;
+	/* A send withdrawn meanwhile has been completed by the core already. */
+	if (atomic_load(&s->rndv_state) != XPI_RNDV_WITHDRAWN) {
+		xpi_request_set_detail(
+			s,
+			"rank %d: xp_send to rank %d tag 0x%llx on communicator %u "
+			"failed: rank %d could not take it (%s) and failed its receive",
+			ctx->rank, c->peer, (unsigned long long)s->tag, s->comm, c->peer,
+			xp_strerror(err));
+		xpi_request_complete(s, err);
+	}
+	xpi_request_put(s);
+}
+
+/* The peer asked for the payload of our send @f->id: queue it on the bulk
+ * channel; or it refused it. */
+static void got_cts(struct tcp_conn *c, const struct xpi_frame *f)
 {
 	struct xpi_dlink *pos;
 	xpi_dlist_for_each(pos, &c->rts_out) {
 		xp_request_t *s = xpi_container_of(pos, xp_request_t, tl_link);
-		if (s->tl_id != id)
+		if (s->tl_id != f->id)
 			continue;
 		xpi_dlist_remove(&s->tl_link);
+		if (f->flags & XPI_FRAME_F_REFUSED) {
+			send_refused(c, s, f->msg_len);
+			return;
+		}
 		xpi_dlist_push_tail(&c->bulk_tx, &s->tl_link);
 		tcp_bulk_start(c);
 		return;
@@ -88,7 +112,7 @@ static bool got_header(struct tcp_conn *c, const struct xpi_frame *f)
 			c->in_payload = true;
 		break;
 	case XPI_FRAME_CTS:
-		got_cts(c, f->id);
+		got_cts(c, f);
 		break;
 	case XPI_FRAME_CREDIT:
 		break;
@@ -103,9 +127,11 @@ static bool got_header(struct tcp_conn *c, const struct xpi_frame *f)
 }
 
 /*
- * Parses @n bytes at @p, part of pooled buffer @chunk. An eager payload
- * that lies entirely inside the chunk goes to the engine as a view of it
- * (no copy); one that spans chunks is gathered in asm_buf first.
+ * Parses @n bytes at @p, part of pooled buffer @chunk. An eager payload of
+ * XPI_TCP_VIEW_MIN bytes or more that lies entirely inside the chunk may go
+ * to the engine as a view of it (no copy; see tcp.h for when); others go as
+ * inline payloads the engine copies, gathered in asm_buf first if they span
+ * chunks.
  */
 static void parse(struct tcp_conn *c, struct xp_buf *chunk, uint8_t *p, size_t n)
 {
@@ -140,7 +166,8 @@ static void parse(struct tcp_conn *c, struct xp_buf *chunk, uint8_t *p, size_t n
 		size_t need = c->frame.payload_len - c->asm_have;
 		if (c->asm_have == 0 && n >= need) {
 			struct xp_buf *view;
-			if (xpi_buf_view(chunk, p, need, &view) == 0)
+			if (need >= XPI_TCP_VIEW_MIN && tcp_br_may_lend(c->tcp) &&
+			    xpi_buf_view(chunk, p, need, &view) == 0)
 				deliver(c, &c->frame, XPI_MSG_BUF, NULL, view, 0);
 			else
 				deliver(c, &c->frame, XPI_MSG_INLINE, p, NULL, 0);
@@ -169,19 +196,17 @@ void tcp_ctl_received(struct tcp_conn *c, int res, unsigned flags)
 		c->recv_armed = false; /* re-armed below or by progress */
 	if (res > 0 && (flags & IORING_CQE_F_BUFFER)) {
 		unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
-		struct xp_buf *chunk = bid < XPI_TCP_BR_ENTRIES ? t->br_bufs[bid] : NULL;
+		struct xp_buf *chunk = tcp_br_take(t, bid);
 		if (chunk == NULL) {
 			tcp_conn_fail(c, -EPROTO, "got data in a buffer we never provided");
 			return;
 		}
-		t->br_bufs[bid] = NULL;
-		t->br_empty++;
 		if (!c->dead)
 			parse(c, chunk, chunk->data, (size_t)res);
-		xpi_buf_put(chunk); /* views handed to the engine keep it alive */
-		tcp_br_refill(t);
+		tcp_br_give_back(t, bid, chunk);
 	} else if (res == -ENOBUFS) {
-		/* Every provided buffer is lent out: re-armed once some return. */
+		/* The kernel filled every provided buffer before we could give
+		 * any back: re-armed by progress once the ring has some again. */
 		t->need_arm = true;
 		return;
 	} else if (res == 0) {

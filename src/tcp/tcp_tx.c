@@ -115,23 +115,29 @@ void tcp_bulk_start(struct tcp_conn *c)
 		xpi_frame_pack(&f, c->bulk_tx_hdr);
 	}
 	/* Header and payload in one sendmsg; after a short send, what is left. */
-	uint64_t off = c->bulk_tx_off;
-	int n = 0;
-	if (off < XPI_FRAME_HDR_LEN) {
-		c->bulk_iov[n++] = (struct iovec){ c->bulk_tx_hdr + off, XPI_FRAME_HDR_LEN - off };
-		off = 0;
-	} else {
-		off -= XPI_FRAME_HDR_LEN;
-	}
-	if (len - off != 0)
-		c->bulk_iov[n++] = (struct iovec){ (uint8_t *)s->buf + off, len - off };
+	uint64_t hdr_off = c->bulk_tx_off < XPI_FRAME_HDR_LEN ? c->bulk_tx_off : XPI_FRAME_HDR_LEN;
+	uint64_t off = c->bulk_tx_off - hdr_off; /* into the payload */
 	struct io_uring_sqe *sqe = tcp_sqe(c->tcp);
 	if (sqe == NULL)
 		return;
+	int slot = c->zc && len - off >= XPI_TCP_ZC_MIN ? zc_slot_free(c) : -1;
+	/* A plain send has copied its bytes when it completes; a zero-copy
+	 * one reads them until its notification: its header gets a copy of
+	 * its own, alive as long as the slot. */
+	const uint8_t *hdr = c->bulk_tx_hdr;
+	if (slot >= 0 && hdr_off < XPI_FRAME_HDR_LEN) {
+		memcpy(c->zc_hdr[slot], c->bulk_tx_hdr, XPI_FRAME_HDR_LEN);
+		hdr = c->zc_hdr[slot];
+	}
+	int n = 0;
+	if (hdr_off < XPI_FRAME_HDR_LEN)
+		c->bulk_iov[n++] =
+			(struct iovec){ (void *)(hdr + hdr_off), XPI_FRAME_HDR_LEN - hdr_off };
+	if (len - off != 0)
+		c->bulk_iov[n++] = (struct iovec){ (uint8_t *)s->buf + off, len - off };
 	memset(&c->bulk_msg, 0, sizeof(c->bulk_msg));
 	c->bulk_msg.msg_iov = c->bulk_iov;
 	c->bulk_msg.msg_iovlen = (size_t)n;
-	int slot = c->zc && len - off >= XPI_TCP_ZC_MIN ? zc_slot_free(c) : -1;
 	if (slot >= 0) {
 		io_uring_prep_sendmsg_zc(sqe, c->fd_bulk, &c->bulk_msg, MSG_NOSIGNAL);
 		sqe->ioprio |= IORING_SEND_ZC_REPORT_USAGE;

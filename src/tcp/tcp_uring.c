@@ -107,26 +107,100 @@ int tcp_br_init(struct xpi_tcp *t)
 	return 0;
 }
 
+/* Puts @b in the ring under @bid, the @added-th of a batch. */
+static void br_put(struct xpi_tcp *t, unsigned bid, struct xp_buf *b, int added)
+{
+	t->br_bufs[bid] = b;
+	io_uring_buf_ring_add(t->br, b->data, (unsigned)b->cap, (unsigned short)bid,
+			      io_uring_buf_ring_mask(XPI_TCP_BR_ENTRIES), added);
+	t->br_empty--;
+}
+
+/* True once every view of lent chunk @b has been released: then only our
+ * reference is left, and none can be added but by us. Acquire: what the
+ * program did with the view's bytes happened before it let go. */
+static bool chunk_returned(struct xp_buf *b)
+{
+	return atomic_load_explicit(&b->refs, memory_order_acquire) == 1;
+}
+
+/* Takes back the lent chunks whose views are all released: one becomes the
+ * spare, the others go back to the pool. */
+static void br_reclaim(struct xpi_tcp *t)
+{
+	for (unsigned i = 0; i < t->nlent;) {
+		struct xp_buf *b = t->lent[i];
+		if (!chunk_returned(b)) {
+			i++;
+			continue;
+		}
+		t->lent[i] = t->lent[--t->nlent];
+		if (t->spare == NULL)
+			t->spare = b;
+		else
+			xpi_buf_put(b);
+	}
+}
+
 /* Gives every empty buffer id a buffer from the pool, while it has some. */
 void tcp_br_refill(struct xpi_tcp *t)
 {
+	if (t->nlent != 0)
+		br_reclaim(t);
 	if (t->br_empty == 0)
 		return;
 	int added = 0;
 	for (unsigned bid = 0; bid < XPI_TCP_BR_ENTRIES && t->br_empty != 0; bid++) {
 		if (t->br_bufs[bid] != NULL)
 			continue;
-		struct xp_buf *b;
-		if (xpi_pool_get(t->ctx->pool, 16384, &b) < 0)
+		struct xp_buf *b = t->spare;
+		t->spare = NULL;
+		if (b == NULL && xpi_pool_get(t->ctx->pool, XPI_TCP_CHUNK, &b) < 0)
 			break; /* the pool is lent out: retried on the next progress */
-		t->br_bufs[bid] = b;
-		io_uring_buf_ring_add(t->br, b->data, (unsigned)b->cap, (unsigned short)bid,
-				      io_uring_buf_ring_mask(XPI_TCP_BR_ENTRIES), added);
-		added++;
-		t->br_empty--;
+		br_put(t, bid, b, added++);
 	}
 	if (added != 0)
 		io_uring_buf_ring_advance(t->br, added);
+}
+
+/* The chunk the kernel filled under @bid, now ours; its id is empty. */
+struct xp_buf *tcp_br_take(struct xpi_tcp *t, unsigned bid)
+{
+	struct xp_buf *b = bid < XPI_TCP_BR_ENTRIES ? t->br_bufs[bid] : NULL;
+	if (b != NULL) {
+		t->br_bufs[bid] = NULL;
+		t->br_empty++;
+	}
+	return b;
+}
+
+/* May the chunk being parsed be lent out as views? Only while few are, and
+ * with a spare to take its place in the ring. */
+bool tcp_br_may_lend(struct xpi_tcp *t)
+{
+	return t->nlent < XPI_TCP_LENT_MAX &&
+	       (t->spare != NULL || xpi_pool_get(t->ctx->pool, XPI_TCP_CHUNK, &t->spare) == 0);
+}
+
+/* A chunk taken with tcp_br_take() has been parsed: straight back into the
+ * ring under @bid, or, if views of it went to the engine, kept aside until
+ * they are released and the spare goes in its place. */
+void tcp_br_give_back(struct xpi_tcp *t, unsigned bid, struct xp_buf *chunk)
+{
+	if (!chunk_returned(chunk)) {
+		if (t->nlent < XPI_TCP_LENT_MAX)
+			t->lent[t->nlent++] = chunk;
+		else
+			xpi_buf_put(chunk); /* not reached: lent only with room */
+		chunk = t->spare;
+		t->spare = NULL;
+		if (chunk == NULL) {
+			tcp_br_refill(t);
+			return;
+		}
+	}
+	br_put(t, bid, chunk, 0);
+	io_uring_buf_ring_advance(t->br, 1);
 }
 
 void tcp_br_fini(struct xpi_tcp *t)
@@ -140,6 +214,12 @@ void tcp_br_fini(struct xpi_tcp *t)
 			xpi_buf_put(t->br_bufs[bid]);
 		t->br_bufs[bid] = NULL;
 	}
+	/* Views still held live on: the pool frees each chunk with its last. */
+	while (t->nlent != 0)
+		xpi_buf_put(t->lent[--t->nlent]);
+	if (t->spare != NULL)
+		xpi_buf_put(t->spare);
+	t->spare = NULL;
 	munmap(t->br, t->br_len);
 	t->br = NULL;
 }

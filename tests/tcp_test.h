@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/* What tests of the TCP transport reach inside it for. Needs XPORT_HAVE_TCP. */
+#ifndef XP_TCP_TEST_H
+#define XP_TCP_TEST_H
+
+#include <liburing.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "tcp/tcp.h"
+#include "tcp/tcp_setup.h"
+#include "testutil.h"
+
+/* The TCP transport of @ctx; fails the test if it has none. */
+static inline struct xpi_tcp *tcp_of(xp_context_t *ctx)
+{
+	for (int i = 0; i < ctx->ntls; i++)
+		if (ctx->tls[i].ops == &xpi_tcp_ops)
+			return ctx->tls[i].tl;
+	T_FAIL("rank %d has no TCP transport", ctx->rank);
+}
+
+/*
+ * For a test's main(): the ranks it starts talk TCP (ranks of one host
+ * would get shared memory), and the test exits with the skip code if this
+ * host has no io_uring.
+ */
+static inline void tcp_test_require(void)
+{
+	setenv("XP_TRANSPORTS", "tcp", 1);
+	struct io_uring ring;
+	int rc = io_uring_queue_init(4, &ring, 0);
+	if (rc < 0) {
+		printf("SKIP: io_uring is not available here: %s\n", strerror(-rc));
+		exit(T_SKIP);
+	}
+	io_uring_queue_exit(&ring);
+}
+
+#endif
