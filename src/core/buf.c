@@ -40,10 +40,11 @@ XPI_EXPORT int xp_mem_register(xp_context_t *ctx, void *addr, size_t len, xp_mem
 	g->ctx = ctx;
 	g->addr = addr;
 	g->len = len;
-	xpi_dlist_init(&g->link);
 	/* Backends' hooks are thread-safe, so they run here, on the caller's
-	 * thread; only the owner's list of registrations goes through cmdq. */
-	for (int i = 0; i < ctx->ntls; i++) {
+	 * thread; only the owner's index of registrations goes through cmdq,
+	 * whose step also registers with transports added meanwhile. */
+	int ntls = ctx->ntls;
+	for (int i = 0; i < ntls; i++) {
 		int rc = ctx->tls[i].ops->mem_reg(ctx->tls[i].tl, addr, len, &g->handles[i]);
 		if (rc < 0) {
 			while (--i >= 0)
@@ -51,6 +52,7 @@ XPI_EXPORT int xp_mem_register(xp_context_t *ctx, void *addr, size_t len, xp_mem
 			free(m);
 			return rc;
 		}
+		g->nregistered = i + 1;
 	}
 	g->cmd.type = XPI_CMD_MEM_ADD;
 	xpi_engine_submit(ctx, &g->cmd);

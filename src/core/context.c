@@ -32,7 +32,6 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 	ctx->serialized = cfg->thread_mode == XP_THREAD_SERIALIZED;
 	ctx->eager_credit_per_peer = cfg->unexpected_max_bytes / (uint64_t)size;
 	xpi_mpsc_init(&ctx->cmdq);
-	xpi_dlist_init(&ctx->regs);
 	xpi_dlist_init(&ctx->reposts);
 	ctx->world = (struct xp_comm){ .ctx = ctx, .id = 0, .rank = rank, .size = size };
 
@@ -84,15 +83,29 @@ int xpi_context_add_tl(xp_context_t *ctx, const struct xpi_tl_ops *ops, void *tl
 	int rc = xpi_pool_add_hook(ctx->pool, &hook);
 	if (rc < 0)
 		return rc;
+	/* So are the user's registrations made before it came (the header
+	 * promises they cover every transport). The slot counts from now. */
+	ctx->ntls++;
+	for (uint32_t i = 0; i < ctx->nregs && rc == 0; i++)
+		rc = xpi_reg_catch_up(ctx, ctx->regs[i]);
+	ctx->ntls--;
+	if (rc < 0)
+		return rc;
 	ctx->ntls++;
 	return 0;
 }
 
 void xpi_context_set_peer_tl(xp_context_t *ctx, int peer, int tl)
 {
+	xpi_context_set_peer_lanes(ctx, peer, tl, tl);
+}
+
+void xpi_context_set_peer_lanes(xp_context_t *ctx, int peer, int small, int bulk)
+{
 	struct xpi_peer *p = &ctx->peers[peer];
-	p->tl = (uint8_t)tl;
-	const struct xpi_tl_ops *ops = ctx->tls[tl].ops;
+	p->tl_small = (uint8_t)small;
+	p->tl_bulk = (uint8_t)bulk;
+	const struct xpi_tl_ops *ops = ctx->tls[small].ops;
 	size_t thr = ctx->cfg.rndv_threshold != 0 ? ctx->cfg.rndv_threshold : ops->rndv_threshold;
 	/* What the transport cannot carry eagerly goes by rendezvous, and the
 	 * route (xp_route_get) reads this same number. */
@@ -151,12 +164,8 @@ void xpi_context_teardown(xp_context_t *ctx)
 			xpi_engine_drop_request(ctx,
 						xpi_container_of(l, xp_request_t, pending_link));
 	}
-	while ((l = xpi_dlist_pop_head(&ctx->regs)) != NULL) {
-		struct xpi_reg *g = xpi_container_of(l, struct xpi_reg, link);
-		for (int i = 0; i < ctx->ntls; i++)
-			ctx->tls[i].ops->mem_dereg(ctx->tls[i].tl, g->handles[i]);
-		xpi_dlist_init(&g->link); /* the user still owns and frees it */
-	}
+	while (ctx->nregs != 0) /* the user still owns and frees each */
+		xpi_reg_release(ctx, ctx->regs[ctx->nregs - 1]);
 	while (ctx->free_msgs != NULL) {
 		struct xpi_msg *m = ctx->free_msgs;
 		ctx->free_msgs = *(struct xpi_msg **)m;
@@ -171,6 +180,8 @@ void xpi_context_destroy(xp_context_t *ctx)
 	xpi_pool_destroy(ctx->pool);
 	xpi_engine_sleep_fini(ctx);
 	free(ctx->timers);
+	free(ctx->regs);
+	free(ctx->reg_max_end);
 	xpi_match_fini(&ctx->match);
 	free(ctx->peers);
 	free(ctx);

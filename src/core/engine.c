@@ -173,6 +173,10 @@ static struct xpi_msg *msg_clone(xp_context_t *ctx, const struct xpi_msg *src)
 		if (src->len != 0)
 			memcpy(m->store, src->data, src->len);
 		m->data = m->store;
+	} else if (src->kind == XPI_MSG_RTS && src->desc_len != 0) {
+		/* The bulk lane's descriptor; XPI_RNDV_DESC_MAX fits the store. */
+		memcpy(m->store, src->data, src->desc_len);
+		m->data = m->store;
 	}
 	return m;
 }
@@ -302,8 +306,13 @@ static enum take_result take_message(xp_context_t *ctx, xp_request_t *r, struct 
 		void *dst = pb != NULL ? pb->data : r->buf;
 		size_t cap = pb != NULL ? m->len : (r->len < m->len ? r->len : m->len);
 		r->status.buf = pb;
-		const struct xpi_tl_slot *t = &ctx->tls[m->tl];
-		int rc = t->ops->rndv_fetch(t->tl, m, dst, cap, r);
+		/* A descriptor names the peer's bulk lane; without one, the
+		 * transport that delivered the announcement serves it. A pooled
+		 * destination's registration is its buffer's (xpi_buf_handle). */
+		int lane = m->desc_len != 0 ? ctx->peers[m->u.key.src].tl_bulk : m->tl;
+		const struct xpi_tl_slot *t = &ctx->tls[lane];
+		const struct xpi_reg *dst_reg = pb != NULL ? NULL : xpi_reg_find(ctx, dst, cap);
+		int rc = t->ops->rndv_fetch(t->tl, m, dst, cap, r, dst_reg);
 		if (rc == -ECANCELED) {
 			r->status.buf = NULL;
 			if (pb != NULL)
@@ -533,23 +542,42 @@ static void flush_reposts(xp_context_t *ctx)
 	}
 }
 
-static const struct xpi_reg *find_reg(xp_context_t *ctx, const void *buf, size_t len)
+/*
+ * Announces rendezvous send @r: on the small lane alone, or, when the
+ * peer's bulk lane is another transport, offered there and announced with
+ * its descriptor. Sets r->tl to the transport that holds it before that
+ * transport has it (it may complete at once and be freed by its waiter).
+ */
+static int send_rndv(xp_context_t *ctx, struct xpi_peer *peer, xp_request_t *r,
+		     const struct xpi_msg_hdr *h)
 {
-	struct xpi_dlink *pos;
-	const uint8_t *b = buf;
-	xpi_dlist_for_each(pos, &ctx->regs) {
-		const struct xpi_reg *g = xpi_container_of(pos, struct xpi_reg, link);
-		if (b >= g->addr && len <= g->len && (size_t)(b - g->addr) <= g->len - len)
-			return g;
+	const struct xpi_tl_slot *small = &ctx->tls[peer->tl_small];
+	const struct xpi_reg *reg = xpi_reg_find(ctx, r->buf, r->len);
+	if (peer->tl_bulk == peer->tl_small) {
+		r->tl = peer->tl_small;
+		return small->ops->send_rts(small->tl, r->peer, h, r, reg, NULL);
 	}
-	return NULL;
+	const struct xpi_tl_slot *bulk = &ctx->tls[peer->tl_bulk];
+	struct xpi_rndv_desc desc = { 0 };
+	r->tl = peer->tl_bulk;
+	int rc = bulk->ops->rndv_offer(bulk->tl, r->peer, r, reg, &desc);
+	if (rc < 0)
+		return rc;
+	if (xpi_unlikely(desc.len > XPI_RNDV_DESC_MAX))
+		return -EPROTO; /* a backend bug, said at once */
+	/* The peer cannot fetch what it has not heard of, so until the
+	 * announcement is out the offer can always be taken back. */
+	rc = small->ops->send_rts(small->tl, r->peer, h, r, reg, &desc);
+	if (rc < 0 && bulk->ops->send_cancel(bulk->tl, r) != 0)
+		return -EPROTO;
+	return rc;
 }
 
 /* Tries to hand a send to its transport. Returns -EAGAIN if it must wait. */
 static int try_send(xp_context_t *ctx, xp_request_t *r)
 {
 	struct xpi_peer *peer = &ctx->peers[r->peer];
-	const struct xpi_tl_slot *t = &ctx->tls[peer->tl];
+	const struct xpi_tl_slot *t = &ctx->tls[peer->tl_small];
 	struct xpi_msg_hdr h = {
 		.comm = r->comm,
 		.src = ctx->rank,
@@ -579,7 +607,7 @@ static int try_send(xp_context_t *ctx, xp_request_t *r)
 	}
 	/* Once the transport has it, @r may complete (a receive takes it at
 	 * once) and be freed by its waiter on another thread: touch it no more. */
-	rc = t->ops->send_rts(t->tl, r->peer, &h, r, find_reg(ctx, r->buf, r->len));
+	rc = send_rndv(ctx, peer, r, &h);
 	if (rc == 0) {
 		peer->send_seq++;
 		peer->nsent++;
@@ -697,7 +725,7 @@ void xpi_engine_exec_cancel(xp_context_t *ctx, xp_request_t *r)
 		xpi_dlist_remove(&r->pending_link);
 		ctx->npending--;
 	} else if (r->proto == XPI_PROTO_RNDV) {
-		const struct xpi_tl_slot *t = &ctx->tls[ctx->peers[r->peer].tl];
+		const struct xpi_tl_slot *t = &ctx->tls[r->tl];
 		if (t->ops->send_cancel(t->tl, r) != 0)
 			return; /* the receiver has it: it completes normally */
 	} else {
@@ -812,17 +840,41 @@ void xpi_engine_fail_request(xp_context_t *ctx, xp_request_t *r, int peer)
 /* ------------------------------------------------------------------------- */
 /* Commands                                                                  */
 
+/* Registers @g with the transports added since xp_mem_register looked
+ * (xpi_context_add_tl registers the indexed ones with any added later). */
+int xpi_reg_catch_up(xp_context_t *ctx, struct xpi_reg *g)
+{
+	for (int i = g->nregistered; i < ctx->ntls; i++) {
+		int rc = ctx->tls[i].ops->mem_reg(ctx->tls[i].tl, g->addr, g->len, &g->handles[i]);
+		if (rc < 0)
+			return rc;
+		g->nregistered = i + 1;
+	}
+	return 0;
+}
+
 static void exec_mem_add(xp_context_t *ctx, struct xpi_reg *g)
 {
-	xpi_dlist_push_tail(&ctx->regs, &g->link);
+	int rc = xpi_reg_catch_up(ctx, g);
+	if (rc == 0)
+		rc = xpi_reg_insert(ctx, g);
+	if (rc < 0) /* still correct: sends from it just go without its keys */
+		xpi_log(XPI_LOG_WARN,
+			"rank %d: registration of %zu bytes at %p not usable for rendezvous: %s",
+			ctx->rank, g->len, (void *)g->addr, xp_strerror(rc));
+}
+
+void xpi_reg_release(xp_context_t *ctx, struct xpi_reg *g)
+{
+	xpi_reg_remove(ctx, g);
+	for (int i = 0; i < g->nregistered; i++)
+		ctx->tls[i].ops->mem_dereg(ctx->tls[i].tl, g->handles[i]);
+	g->nregistered = 0;
 }
 
 static void exec_mem_del(xp_context_t *ctx, struct xpi_reg *g)
 {
-	if (g->link.next != NULL && g->link.next != &g->link)
-		xpi_dlist_remove(&g->link);
-	for (int i = 0; i < ctx->ntls; i++)
-		ctx->tls[i].ops->mem_dereg(ctx->tls[i].tl, g->handles[i]);
+	xpi_reg_release(ctx, g);
 	free(g);
 }
 

@@ -28,7 +28,10 @@
 /* Inline payload a descriptor stores in itself; longer inline payloads
  * get a descriptor sized for them. */
 #define XPI_INLINE_MAX 32
-#define XPI_MAX_TL 4
+_Static_assert(XPI_INLINE_MAX >= XPI_RNDV_DESC_MAX, "an RTS keeps its descriptor in the store");
+/* Transports one rank can have: self, shm, tcp, rdma, dpdk, and room for
+ * tests' shims. */
+#define XPI_MAX_TL 8
 /* What one buffered unexpected message costs beyond its payload. */
 #define XPI_UNEXP_OVERHEAD 64
 
@@ -60,6 +63,7 @@ struct xp_request {
 	struct xpi_dlink pending_link; /* sends waiting for room, receives to repost: owner */
 	struct xpi_dlink tl_link;      /* the transport's own lists (rendezvous) */
 	uint64_t tl_id;                /* the transport's id for it */
+	uint8_t tl;                    /* sends: the transport that holds it (cancel) */
 	uint32_t tl_pending;           /* the transport's count (zero-copy notifications) */
 	xp_context_t *ctx;
 	uint32_t comm;
@@ -87,9 +91,13 @@ struct xpi_msg {
 	uint8_t kind; /* enum xpi_msg_kind */
 	uint8_t tl;   /* transport that delivered it */
 	bool sized;   /* owned copy allocated for a long inline payload */
+	/* XPI_MSG_RTS from a peer whose bulk lane is another transport: the
+	 * bulk transport's descriptor (data, desc_len bytes), which it gets
+	 * back in rndv_fetch. 0: the delivering transport serves it (rndv). */
+	uint8_t desc_len;
 	uint32_t peer_seq;
 	uint64_t len;
-	const void *data;              /* XPI_MSG_INLINE: the payload (len bytes) */
+	const void *data;              /* XPI_MSG_INLINE: the payload (len bytes); RTS: desc */
 	struct xp_buf *buf;            /* XPI_MSG_BUF: pooled buffer holding the payload */
 	void *rndv;                    /* XPI_MSG_RTS: transport's remote descriptor */
 	uint8_t store[XPI_INLINE_MAX]; /* last: a sized copy extends it */
@@ -100,8 +108,11 @@ struct xpi_peer {
 	uint32_t recv_seq;        /* next expected from this peer */
 	struct xpi_dlink held;    /* early arrivals, by sequence number */
 	struct xpi_dlink pending; /* sends waiting for transport room */
-	uint8_t tl;               /* transport serving this peer */
-	size_t rndv_threshold;    /* the program's, or that transport's */
+	/* The peer's two lanes (xpi_select): eager messages and rendezvous
+	 * announcements go on the small one; rendezvous payloads move on the
+	 * bulk one, which is the same transport unless a faster one exists. */
+	uint8_t tl_small, tl_bulk;
+	size_t rndv_threshold; /* the program's, or that transport's */
 	/* Eager credit given back: the cost of every eager message from this
 	 * peer that has been consumed. The transport carries it to the peer. */
 	uint64_t eager_returned;
@@ -117,7 +128,8 @@ struct xpi_peer {
 struct xpi_reg {
 	struct xpi_cmd cmd;     /* adds it to the owner's list */
 	struct xpi_cmd del_cmd; /* removes and frees it */
-	struct xpi_dlink link;  /* ctx->regs: owner */
+	bool indexed;           /* in the owner's index (reg.c) */
+	int nregistered;        /* handles[0 .. nregistered) hold registrations */
 	xp_context_t *ctx;
 	uint8_t *addr;
 	size_t len;
@@ -180,7 +192,10 @@ struct xp_context {
 	/* owner: armed timers, a binary min-heap by deadline */
 	struct xpi_timer **timers;
 	uint32_t ntimers, timers_cap;
-	struct xpi_dlink regs; /* owner */
+	/* owner: user registrations by address (reg.c) */
+	struct xpi_reg **regs;
+	uint64_t *reg_max_end;
+	uint32_t nregs, regs_cap;
 	struct xp_comm world;
 	struct xpi_msg *free_msgs; /* owner: descriptor cache */
 	void *local_job;           /* set if a local job owns this context */
@@ -204,8 +219,11 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 void xpi_context_teardown(xp_context_t *ctx);
 void xpi_context_destroy(xp_context_t *ctx);
 int xpi_context_add_tl(xp_context_t *ctx, const struct xpi_tl_ops *ops, void *tl);
-/* Makes transport number @tl serve @peer. */
+/* Makes transport number @tl serve @peer on both lanes. */
 void xpi_context_set_peer_tl(xp_context_t *ctx, int peer, int tl);
+/* Makes transport @small carry @peer's messages and @bulk its rendezvous
+ * payloads (they may be the same). */
+void xpi_context_set_peer_lanes(xp_context_t *ctx, int peer, int small, int bulk);
 
 static inline bool xpi_owner_try_acquire(xp_context_t *ctx)
 {
@@ -327,6 +345,16 @@ static inline uint64_t xpi_eager_cost(uint64_t len)
 {
 	return len + XPI_UNEXP_OVERHEAD;
 }
+
+/* --- user registrations (reg.c; owner) --- */
+int xpi_reg_insert(xp_context_t *ctx, struct xpi_reg *g);
+void xpi_reg_remove(xp_context_t *ctx, struct xpi_reg *g);
+/* Registers with the transports @g has not seen yet. 0 or <0. */
+int xpi_reg_catch_up(xp_context_t *ctx, struct xpi_reg *g);
+/* Takes @g out of the index and deregisters it from every transport. */
+void xpi_reg_release(xp_context_t *ctx, struct xpi_reg *g);
+/* The registration that covers [buf, buf + len), or NULL. */
+const struct xpi_reg *xpi_reg_find(const xp_context_t *ctx, const void *buf, size_t len);
 
 /* --- descriptors --- */
 struct xpi_msg *xpi_msg_alloc(xp_context_t *ctx);

@@ -9,14 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "../inproc/inproc.h"
 #include "../inproc/job.h"
-#include "../shm/shm.h"
-#ifdef XPORT_HAVE_TCP
-#include "../tcp/tcp_setup.h"
-#endif
+#include "backend.h"
 #include "bootstrap.h"
 #include "card.h"
 #include "select.h"
@@ -36,28 +32,31 @@ static int init_singleton(const struct xpi_config *cfg, xp_context_t **out)
 	return 0;
 }
 
-/* This rank's capability card: what it has and how to reach it. The cost
- * figures are this machine's measurements (shared/lab/BASELINES.md). */
+/* This rank's capability card: what each backend built in can do here and
+ * how to reach it, and the rank's XP_TRANSPORTS preference. */
 static int make_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->rank = (uint32_t)ctx->rank;
 	xpi_card_host_id(c->host);
-	c->tl[c->ntl++] = (struct xpi_card_tl){
-		.type = XPI_TL_SHM, .lat_ns = 150, .bw_mbps = 12000, .caps = XPI_CAP_ZCOPY
-	};
-#ifdef XPORT_HAVE_TCP
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	if (xpi_boot_local_addr(boot, &ss, &len) == 0) {
-		struct xpi_card_tl *t = &c->tl[c->ntl++];
-		*t = (struct xpi_card_tl){ .type = XPI_TL_TCP, .lat_ns = 5000, .bw_mbps = 4000 };
-		t->reach[0] = (uint8_t)ss.ss_family;
-		t->reach_len = 1;
+	for (const struct xpi_backend *const *b = xpi_backends; *b != NULL; b++) {
+		if (c->ntl == XPI_CARD_MAX_TL)
+			break;
+		struct xpi_card_tl *t = &c->tl[c->ntl];
+		memset(t, 0, sizeof(*t));
+		t->type = (*b)->type;
+		const char *why = "";
+		int rc = (*b)->card(ctx, boot, t, &why);
+		if (rc < 0)
+			return rc;
+		if (rc == 1) {
+			if (xpi_debug_on("transport"))
+				xpi_log(XPI_LOG_INFO, "rank %d: %s not usable here: %s", ctx->rank,
+					(*b)->name, why);
+			continue;
+		}
+		c->ntl++;
 	}
-#else
-	(void)boot;
-#endif
 	const char *env = getenv("XP_TRANSPORTS");
 	if (env != NULL && *env != '\0') {
 		const char *why = "";
@@ -73,39 +72,58 @@ static int make_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card *
 	return 0;
 }
 
-/* Exchanges cards and picks each peer's transport with the pure selection
- * both sides compute alike; writes the chosen type per peer into @lane. */
-static int negotiate(xp_context_t *ctx, struct xpi_boot *boot, uint8_t *lane)
+/* What the negotiation learnt: every rank's card and the lanes chosen for
+ * each peer, with the transports that failed to set up with it. */
+struct negotiation {
+	struct xpi_card mine;
+	struct xpi_card *theirs; /* by rank */
+	struct xpi_lanes *lanes; /* by rank */
+	uint32_t *failed;        /* by rank: 1 << type of what failed with it */
+};
+
+static void negotiation_free(struct negotiation *ng)
+{
+	free(ng->theirs);
+	free(ng->lanes);
+	free(ng->failed);
+}
+
+/* Exchanges cards and picks each peer's lanes with the pure selection
+ * both sides compute alike. */
+static int negotiate(xp_context_t *ctx, struct xpi_boot *boot, struct negotiation *ng)
 {
 	int n = ctx->size;
-	struct xpi_card mine, theirs;
+	ng->theirs = calloc((size_t)n, sizeof(*ng->theirs));
+	ng->lanes = calloc((size_t)n, sizeof(*ng->lanes));
+	ng->failed = calloc((size_t)n, sizeof(*ng->failed));
 	uint8_t *blob = malloc(XPI_CARD_WIRE_MAX), *all = malloc((size_t)n * XPI_CARD_WIRE_MAX);
-	int rc = blob == NULL || all == NULL ? -ENOMEM : make_card(ctx, boot, &mine);
+	int rc = blob == NULL || all == NULL || ng->theirs == NULL || ng->lanes == NULL ||
+				 ng->failed == NULL ?
+			 -ENOMEM :
+			 make_card(ctx, boot, &ng->mine);
 	if (rc == 0)
-		rc = xpi_card_pack(&mine, blob);
+		rc = xpi_card_pack(&ng->mine, blob);
 	if (rc == 0)
 		rc = xpi_boot_allgather(boot, blob, XPI_CARD_WIRE_MAX, all);
 	for (int p = 0; rc == 0 && p < n; p++) {
 		const char *why = "";
 		if (p == ctx->rank)
 			continue;
-		if (xpi_card_parse(all + (size_t)p * XPI_CARD_WIRE_MAX, XPI_CARD_WIRE_MAX, &theirs,
-				   &why) < 0 ||
-		    theirs.rank != (uint32_t)p) {
+		if (xpi_card_parse(all + (size_t)p * XPI_CARD_WIRE_MAX, XPI_CARD_WIRE_MAX,
+				   &ng->theirs[p], &why) < 0 ||
+		    ng->theirs[p].rank != (uint32_t)p) {
 			xpi_log(XPI_LOG_ERROR,
 				"rank %d: rank %d sent a malformed capability card: %s", ctx->rank,
 				p, why);
 			rc = -EPROTO;
 			break;
 		}
-		struct xpi_lanes lanes;
-		if (xpi_select(&mine, &theirs, &lanes, &why) < 0) {
+		if (xpi_select(&ng->mine, &ng->theirs[p], &ng->lanes[p], &why) < 0) {
 			xpi_log(XPI_LOG_ERROR, "rank %d: no transport reaches rank %d: %s",
 				ctx->rank, p, why);
 			rc = -EPROTONOSUPPORT;
 			break;
 		}
-		lane[p] = lanes.small;
 	}
 	free(blob);
 	free(all);
@@ -121,53 +139,92 @@ static void destroy_networked(xp_context_t *ctx)
 	xpi_context_destroy(ctx);
 }
 
-/* Starts the transports the negotiation chose. A peer whose shared memory
- * fails to set up falls back to TCP (both sides agree in xpi_shm_attach)
- * and says so once. */
-static int attach_transports(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *lane)
+/* The context's slot of backend @b, or -1 if it serves nobody. */
+static int slot_of(const xp_context_t *ctx, const struct xpi_backend *b)
 {
-	int n = ctx->size;
-	uint8_t *want_shm = calloc((size_t)n, 1), *ok = calloc((size_t)n, 1);
-	uint8_t *want_tcp = calloc((size_t)n, 1);
-	int rc = want_shm == NULL || ok == NULL || want_tcp == NULL ? -ENOMEM : 0;
-	for (int p = 0; rc == 0 && p < n; p++) {
-		want_shm[p] = lane[p] == XPI_TL_SHM;
-		want_tcp[p] = lane[p] == XPI_TL_TCP;
+	for (int i = 0; i < ctx->ntls; i++)
+		if (ctx->tls[i].ops == b->ops)
+			return i;
+	return -1;
+}
+
+/* Backend @b failed to set up with @peer: choose again without it (both
+ * sides do, from the same cards and the same failures). The new lanes may
+ * only use backends not attached yet, later in the table than @b. */
+static int fall_back(xp_context_t *ctx, struct negotiation *ng, int peer,
+		     const struct xpi_backend *const *b)
+{
+	const char *why = "";
+	ng->failed[peer] |= 1u << (*b)->type;
+	struct xpi_lanes *l = &ng->lanes[peer];
+	if (xpi_select_without(&ng->mine, &ng->theirs[peer], ng->failed[peer], l, &why) < 0) {
+		xpi_log(XPI_LOG_ERROR, "rank %d: %s with rank %d failed to set up, and %s",
+			ctx->rank, (*b)->name, peer, why);
+		return -EPROTONOSUPPORT;
 	}
-	if (rc == 0)
-		rc = xpi_shm_attach(ctx, boot, want_shm, ok);
+	for (const struct xpi_backend *const *e = xpi_backends; e <= b; e++) {
+		if (l->small == (*e)->type || l->bulk == (*e)->type) {
+			xpi_log(XPI_LOG_ERROR,
+				"rank %d: %s with rank %d failed to set up, and its fallback %s "
+				"was set up before it",
+				ctx->rank, (*b)->name, peer, (*e)->name);
+			return -EPROTONOSUPPORT;
+		}
+	}
+	xpi_log(XPI_LOG_WARN, "rank %d: %s with rank %d failed to set up; falling back to %s",
+		ctx->rank, (*b)->name, peer, xpi_tl_type_name(l->small));
+	return 0;
+}
+
+/* Starts every backend in table order for the peers whose lanes use it,
+ * falling back where a pair fails, then points each peer's lanes at the
+ * transports that serve it. */
+static int attach_transports(xp_context_t *ctx, struct xpi_boot *boot, struct negotiation *ng)
+{
+	int n = ctx->size, me = ctx->rank;
+	uint8_t *want = calloc((size_t)n, 1), *ok = calloc((size_t)n, 1);
+	int slot_by_type[256];
+	int rc = want == NULL || ok == NULL ? -ENOMEM : 0;
+	for (int i = 0; i < 256; i++)
+		slot_by_type[i] = -1;
+	for (const struct xpi_backend *const *b = xpi_backends; rc == 0 && *b != NULL; b++) {
+		for (int p = 0; p < n; p++) {
+			want[p] = p != me && (ng->lanes[p].small == (*b)->type ||
+					      ng->lanes[p].bulk == (*b)->type);
+			ok[p] = 0;
+		}
+		rc = (*b)->attach(ctx, boot, want, ok);
+		slot_by_type[(*b)->type] = slot_of(ctx, *b);
+		for (int p = 0; rc == 0 && p < n; p++)
+			if (want[p] && !ok[p])
+				rc = fall_back(ctx, ng, p, b);
+	}
 	for (int p = 0; rc == 0 && p < n; p++) {
-		if (!want_shm[p] || ok[p])
+		if (p == me)
 			continue;
-#ifdef XPORT_HAVE_TCP
-		xpi_log(XPI_LOG_WARN,
-			"rank %d: shared memory with rank %d failed to set up; falling back to tcp",
-			ctx->rank, p);
-		want_tcp[p] = 1;
-#else
-		xpi_log(XPI_LOG_ERROR,
-			"rank %d: shared memory with rank %d failed to set up and this build has "
-			"no other transport",
-			ctx->rank, p);
-		rc = -EPROTONOSUPPORT;
-#endif
+		int small = slot_by_type[ng->lanes[p].small],
+		    bulk = slot_by_type[ng->lanes[p].bulk];
+		if (small < 0 || bulk < 0) {
+			xpi_log(XPI_LOG_ERROR, "rank %d: no transport was set up for rank %d",
+				ctx->rank, p);
+			rc = -EPROTONOSUPPORT;
+			break;
+		}
+		xpi_context_set_peer_lanes(ctx, p, small, bulk);
 	}
-#ifdef XPORT_HAVE_TCP
-	if (rc == 0)
-		rc = xpi_tcp_attach(ctx, boot, want_tcp);
-#endif
 	if (rc == 0 && xpi_debug_on("transport")) {
 		for (int p = 0; p < n; p++) {
 			xp_route_t r;
 			if (xp_route_get(ctx, p, 0, &r) == 0)
 				xpi_log(XPI_LOG_INFO,
-					"rank %d -> rank %d: %s (rendezvous from %zu B)", ctx->rank,
-					p, r.transport, r.rndv_threshold);
+					"rank %d -> rank %d: %s (rendezvous from %zu B, payloads "
+					"over %s)",
+					ctx->rank, p, r.transport, r.rndv_threshold,
+					ctx->tls[ctx->peers[p].tl_bulk].ops->name);
 		}
 	}
-	free(want_shm);
+	free(want);
 	free(ok);
-	free(want_tcp);
 	return rc;
 }
 
@@ -182,13 +239,13 @@ static int init_networked(const struct xpi_config *cfg, struct xpi_boot *boot, x
 	ctx->boot = boot;
 	ctx->oob_barrier = xpi_oob_boot_barrier;
 	ctx->oob_allgather = xpi_oob_boot_allgather;
-	uint8_t *lane = calloc((size_t)ctx->size, 1);
-	rc = lane == NULL ? -ENOMEM : xpi_self_attach(ctx);
+	struct negotiation ng = { 0 };
+	rc = xpi_self_attach(ctx);
 	if (rc == 0)
-		rc = negotiate(ctx, boot, lane);
+		rc = negotiate(ctx, boot, &ng);
 	if (rc == 0)
-		rc = attach_transports(ctx, boot, lane);
-	free(lane);
+		rc = attach_transports(ctx, boot, &ng);
+	negotiation_free(&ng);
 	if (rc < 0) {
 		destroy_networked(ctx);
 		return rc;

@@ -42,7 +42,7 @@ XPI_EXPORT int xp_route_get(xp_context_t *ctx, int peer, size_t size, xp_route_t
 	 * context is handed to the program and never change after. */
 	const struct xpi_peer *p = &ctx->peers[peer];
 	*route = (xp_route_t){
-		.transport = ctx->tls[p->tl].ops->name,
+		.transport = ctx->tls[p->tl_small].ops->name,
 		.protocol = size < p->rndv_threshold ? "eager" : "rndv",
 		.rndv_threshold = p->rndv_threshold,
 	};

@@ -35,7 +35,7 @@ struct xpi_reg_hook {
 	void *arg;
 };
 
-#define XPI_POOL_MAX_HOOKS 4
+#define XPI_POOL_MAX_HOOKS 8 /* one per transport: XPI_MAX_TL */
 
 struct xp_buf {
 	struct xpi_pool *pool;

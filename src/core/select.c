@@ -94,6 +94,12 @@ static int no_lane(const char **why, const char *reason)
 int xpi_select(const struct xpi_card *a, const struct xpi_card *b, struct xpi_lanes *out,
 	       const char **why)
 {
+	return xpi_select_without(a, b, 0, out, why);
+}
+
+int xpi_select_without(const struct xpi_card *a, const struct xpi_card *b, uint32_t exclude,
+		       struct xpi_lanes *out, const char **why)
+{
 	if (a->ntl > XPI_CARD_MAX_TL || b->ntl > XPI_CARD_MAX_TL || a->nallowed > XPI_CARD_MAX_TL ||
 	    b->nallowed > XPI_CARD_MAX_TL) {
 		if (why != NULL)
@@ -116,7 +122,7 @@ int xpi_select(const struct xpi_card *a, const struct xpi_card *b, struct xpi_la
 		if (ta == NULL || tb == NULL)
 			continue;
 		common = true;
-		if (!allows(a, type) || !allows(b, type))
+		if (!allows(a, type) || !allows(b, type) || (exclude & (1u << type)) != 0)
 			continue;
 		permitted = true;
 		if (!reachable(a, b, ta, tb))
@@ -138,6 +144,9 @@ int xpi_select(const struct xpi_card *a, const struct xpi_card *b, struct xpi_la
 					 find_tl(b, default_order[i]) != NULL;
 		if (!common)
 			return no_lane(why, "the two ranks have no transport in common");
+		if (!permitted && exclude != 0)
+			return no_lane(why, "every transport the two ranks have in common and "
+					    "XP_TRANSPORTS allows failed to set up");
 		if (!permitted)
 			return no_lane(why, "XP_TRANSPORTS excludes every transport the two ranks "
 					    "have in common");

@@ -44,4 +44,12 @@ struct xpi_lanes {
 int xpi_select(const struct xpi_card *a, const struct xpi_card *b, struct xpi_lanes *out,
 	       const char **why);
 
+/*
+ * The same with the transports in @exclude (bit 1 << type) left out: the
+ * fallback when those failed to set up between the two ranks, which both
+ * know alike (the backends' attach agreed on it), so both still agree.
+ */
+int xpi_select_without(const struct xpi_card *a, const struct xpi_card *b, uint32_t exclude,
+		       struct xpi_lanes *out, const char **why);
+
 #endif

@@ -28,8 +28,10 @@ int xpi_local_send_cancel(void *tl, xp_request_t *sreq)
 	return -EBUSY;
 }
 
-int xpi_local_rndv_fetch(void *tl, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq)
+int xpi_local_rndv_fetch(void *tl, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq,
+			 const struct xpi_reg *dst_reg)
 {
+	(void)dst_reg; /* one copy from the sender's buffer */
 	(void)tl;
 	(void)rreq;
 	xp_request_t *sreq = msg->rndv;
@@ -62,6 +64,7 @@ static void deliver(struct xpi_self *s, const struct xpi_msg_hdr *h, uint8_t kin
 		    void *sreq)
 {
 	struct xpi_msg m;
+	m.desc_len = 0; /* set field by field: the store is not cleared */
 	m.u.key.comm = h->comm;
 	m.u.key.src = h->src;
 	m.u.key.tag = h->tag;
@@ -91,8 +94,10 @@ static int self_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, con
 }
 
 static int self_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
-			 const struct xpi_reg *reg)
+			 const struct xpi_reg *reg, const struct xpi_rndv_desc *desc)
 {
+	if (desc != NULL)
+		return -ENOTSUP; /* carries no other lane's descriptors yet */
 	(void)peer;
 	(void)reg;
 	xpi_request_get(sreq); /* dropped when a receive takes or drops it */
@@ -119,6 +124,7 @@ const struct xpi_tl_ops xpi_self_ops = {
 	.mem_dereg = xpi_tl_mem_dereg_none,
 	.send_eager = self_send_eager,
 	.send_rts = self_send_rts,
+	.rndv_offer = xpi_tl_rndv_offer_none,
 	.send_cancel = xpi_local_send_cancel,
 	.rndv_fetch = xpi_local_rndv_fetch,
 	.msg_release = xpi_local_msg_release,

@@ -13,7 +13,8 @@ int xpi_self_attach(xp_context_t *ctx);
 /* send_cancel, rndv_fetch and msg_release for transports whose ranks read
  * each other's memory: a CAS on the send request decides claim or withdraw. */
 int xpi_local_send_cancel(void *tl, xp_request_t *sreq);
-int xpi_local_rndv_fetch(void *tl, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq);
+int xpi_local_rndv_fetch(void *tl, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq,
+			 const struct xpi_reg *dst_reg);
 void xpi_local_msg_release(void *tl, struct xpi_msg *msg);
 
 #endif

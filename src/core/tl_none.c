@@ -44,3 +44,14 @@ bool xpi_tl_tx_pending_none(void *tl)
 	(void)tl;
 	return false;
 }
+
+int xpi_tl_rndv_offer_none(void *tl, int peer, xp_request_t *sreq, const struct xpi_reg *reg,
+			   struct xpi_rndv_desc *desc)
+{
+	(void)tl;
+	(void)peer;
+	(void)sreq;
+	(void)reg;
+	(void)desc;
+	return -ENOTSUP;
+}

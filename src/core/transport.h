@@ -3,26 +3,41 @@
  * The contract between the core and a backend ("transport").
  *
  * The core reaches a backend only through one static const table of these
- * ops. Unless an op says otherwise it is called only by the current owner of
- * the rank's engine (never concurrently with another op of the same rank),
- * it never blocks, and it leaves the transport usable when it fails.
- * Missing ops are not allowed: a backend without registrations points
- * mem_reg at xpi_tl_mem_reg_none, so the hot path never checks for NULL.
+ * ops (and, to create it, the registry entry of backend.h). Every op below
+ * says, in this order: which thread calls it; whether it may block; whether
+ * it may re-enter the engine (call xpi_engine_* functions that match, deliver
+ * or complete); what it owns afterwards; what state a failure leaves; the
+ * codes it returns. Unless an op says otherwise: it is called only by the
+ * current owner of the rank's engine (never concurrently with another op of
+ * the same rank), it never blocks, and a failure leaves the transport as it
+ * was. Missing ops are not allowed: backends point what they do not need at
+ * the xpi_tl_*_none stubs at the end, so the hot path never checks for NULL.
  *
- * Protocols. Eager: the payload travels with the header and the send is
- * complete once the transport has taken it. Rendezvous: the sender
- * announces (send_rts) and keeps its buffer; when a receive matches, the
- * core asks the receiver's transport to bring the payload into the receive
- * buffer (rndv_fetch). A transport with one-sided reads serves this with a
- * read of the sender's registered buffer; one with one-sided writes sends a
- * "ready" carrying the receive buffer's key and lets the sender write; a
- * stream transport asks the sender to stream the payload. All three report
- * the end with xpi_engine_rndv_done() on the receiver and complete the send
- * request on the sender.
+ * Lanes. Each peer has a small lane (eager messages, rendezvous
+ * announcements) and a bulk lane (rendezvous payloads), chosen by xpi_select;
+ * they are the same transport unless a faster one exists between the two
+ * ranks (RDMA beside TCP, say). A rendezvous send then goes in two parts:
+ * the bulk transport makes the payload fetchable (rndv_offer) and writes a
+ * descriptor of it (at most XPI_RNDV_DESC_MAX bytes: an address and a key,
+ * an id); the small transport announces the message carrying that
+ * descriptor (send_rts with @desc); the receiver's engine hands the
+ * descriptor to its bulk transport (rndv_fetch), which moves the payload and
+ * tells its peer, and the sender's bulk transport completes the send. When
+ * both lanes are one transport, send_rts gets no descriptor and that
+ * transport does all of it.
+ *
+ * Protocols on the bulk lane. A transport with one-sided reads serves a
+ * fetch with a read of the sender's registered buffer; one with one-sided
+ * writes sends a "ready" carrying the receive buffer's key (rndv_fetch gets
+ * the destination's registration for that) and lets the sender write; a
+ * stream transport asks the sender to stream the payload. All report the end
+ * with xpi_engine_rndv_done() on the receiver and complete the send request
+ * on the sender.
  *
  * Order. A transport delivers each peer's messages with the per-peer
- * sequence number the core gave them; it may deliver them out of order (or
- * over several lanes) and the core restores send order before matching.
+ * sequence number the core gave them, once or more (a retransmission), in
+ * any order and over either lane: the core drops duplicates and restores
+ * send order before matching (xpi_engine_deliver).
  */
 #ifndef XPI_TRANSPORT_H
 #define XPI_TRANSPORT_H
@@ -46,6 +61,14 @@ struct xpi_msg_hdr {
 	uint32_t peer_seq; /* position in the sender's stream to this receiver */
 };
 
+/* A bulk transport's descriptor of a payload it offers (rndv_offer): opaque
+ * to the core and to the small lane, which carries its @len bytes. */
+#define XPI_RNDV_DESC_MAX 32
+struct xpi_rndv_desc {
+	uint8_t len;
+	uint8_t bytes[XPI_RNDV_DESC_MAX];
+};
+
 struct xpi_tl_ops {
 	const char *name;
 	/* Messages this long or longer go by rendezvous unless the program set
@@ -58,68 +81,112 @@ struct xpi_tl_ops {
 	size_t eager_max;
 
 	/*
-	 * Registers [addr, addr+len) for this transport; *handle is passed back
-	 * with the memory in send_rts and rndv_fetch (it holds what a peer needs
-	 * to reach the memory: keys, addresses). Any thread; must be
-	 * thread-safe. Returns 0 or a negative code.
+	 * Registers [addr, addr+len) for this transport and writes in *handle
+	 * what a peer needs to reach that memory (keys, an address), which the
+	 * core passes back with the memory in send_rts, rndv_offer and
+	 * rndv_fetch. Any thread, concurrently with everything (it must be
+	 * thread-safe); may block (pinning pages). Does not re-enter the
+	 * engine. Returns 0, or a negative code with nothing registered.
 	 */
 	int (*mem_reg)(void *tl, void *addr, size_t len, void **handle);
+	/* Undoes mem_reg. Any thread; may block; cannot fail. */
 	void (*mem_dereg)(void *tl, void *handle);
 
 	/*
-	 * Sends an eager message. On 0 the payload has been taken (copied or
-	 * queued in transport-owned memory) and the send is complete.
-	 * -EAGAIN: no room now; the core retries later, in order.
-	 * -ENOBUFS: no eager credit with the receiver (see engine.h) or no
-	 * buffer there; the core uses rendezvous.
-	 * Other codes fail the send.
+	 * Small lane: sends an eager message. Does not re-enter the engine.
+	 * 0: the payload has been taken (copied or queued in transport-owned
+	 * memory) and the send is complete; the caller keeps @data.
+	 * -EAGAIN: no room now; nothing was taken; the core retries later, in
+	 * order. -ENOBUFS: no eager credit with the receiver (see engine.h) or
+	 * no buffer there; the core uses rendezvous. Any other code fails the
+	 * send (-ECONNRESET: the peer is lost).
 	 */
 	int (*send_eager)(void *tl, int peer, const struct xpi_msg_hdr *h, const void *data);
 
 	/*
-	 * Announces a rendezvous send of sreq->buf. @reg is the registration
-	 * covering the buffer, or NULL. On 0 the transport holds a reference to
-	 * @sreq (xpi_request_get) until the payload was fetched or the send was
-	 * withdrawn, and completes it with xpi_request_complete().
-	 * -EAGAIN: no room now, retried later in order.
+	 * Small lane: announces a rendezvous send of sreq->buf. Does not
+	 * re-enter the engine: the matching receive may exist already, but
+	 * the peer learns of the announcement only from progress.
+	 * Without @desc (both lanes are this transport): @reg is the
+	 * registration covering the buffer, or NULL. On 0 the transport holds
+	 * a reference to @sreq (xpi_request_get) until the payload was fetched
+	 * or the send was withdrawn, and completes it with
+	 * xpi_request_complete(); the core touches @sreq no more.
+	 * With @desc: another transport (the bulk lane) holds @sreq and the
+	 * payload; this one only carries the @desc->len descriptor bytes to
+	 * the peer, which delivers them in the RTS message (msg->data,
+	 * msg->desc_len), and holds no reference.
+	 * -EAGAIN: no room now, nothing held; retried later in order. Other
+	 * codes fail the send.
 	 */
 	int (*send_rts)(void *tl, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
-			const struct xpi_reg *reg);
+			const struct xpi_reg *reg, const struct xpi_rndv_desc *desc);
 
 	/*
-	 * Withdraws a rendezvous send that timed out or was cancelled.
-	 * 0: withdrawn (the core completes sreq with the error); -EBUSY: the
-	 * receiver already has it and the send will complete normally.
+	 * Bulk lane, sender side, when the small lane is another transport:
+	 * makes sreq->buf fetchable by @peer and writes its descriptor into
+	 * @desc. Does not re-enter the engine. On 0 it holds a reference to
+	 * @sreq and completes it as send_rts would; a send_cancel() withdraws
+	 * it. -EAGAIN: no room now, nothing held. -ENOTSUP: this transport
+	 * cannot serve as another's bulk lane (selection must then not split
+	 * the lanes). Other codes fail the send.
+	 */
+	int (*rndv_offer)(void *tl, int peer, xp_request_t *sreq, const struct xpi_reg *reg,
+			  struct xpi_rndv_desc *desc);
+
+	/*
+	 * Withdraws a rendezvous send that timed out or was cancelled, on the
+	 * transport that holds it (sreq->tl). Does not re-enter the engine.
+	 * 0: withdrawn, the reference dropped; the peer will find the message
+	 * gone (its fetch ends -ECANCELED) and the core completes @sreq with
+	 * the error. -EBUSY: the receiver has claimed it; the send completes
+	 * normally.
 	 */
 	int (*send_cancel)(void *tl, xp_request_t *sreq);
 
 	/*
-	 * Receiver side: brings the first @cap bytes of the rendezvous message
-	 * @msg into @dst for receive request @rreq. 0: done now. 1: under way,
-	 * the transport calls xpi_engine_rndv_done() later. -ECANCELED: the
-	 * sender withdrew the message; the core drops it. Either way the
-	 * transport releases what @msg holds.
+	 * Bulk lane, receiver side: brings the first @cap bytes of the
+	 * rendezvous message @msg into @dst for receive @rreq. @dst_reg is the
+	 * registration covering [dst, dst + cap), or NULL (a transport that
+	 * writes into registered memory registers it itself, or refuses).
+	 * Returns 0: done now. 1: under way; the transport calls
+	 * xpi_engine_rndv_done(rreq, err) later, from its progress, never
+	 * from inside this call (the engine is in the middle of matching).
+	 * -ECANCELED: the sender withdrew the message; the core drops it and
+	 * the receive takes the next match. Other codes fail the receive;
+	 * the transport must then also tell the sender, whose send would
+	 * otherwise wait. Either way the transport releases what @msg holds.
 	 */
-	int (*rndv_fetch)(void *tl, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq);
+	int (*rndv_fetch)(void *tl, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq,
+			  const struct xpi_reg *dst_reg);
 
-	/* Releases what a message holds without delivering it (teardown). */
+	/* Releases what a message it delivered holds, without delivering it
+	 * (teardown, a duplicate, a lost peer). Owner; never fails. */
 	void (*msg_release)(void *tl, struct xpi_msg *msg);
 
-	/* Polls; hands arrivals to xpi_engine_deliver(). Returns events handled. */
+	/*
+	 * Polls. Hands arrivals to xpi_engine_deliver() and finished
+	 * rendezvous to xpi_engine_rndv_done(), both of which re-enter the
+	 * engine and may call this transport's rndv_fetch (deliver -> match ->
+	 * fetch), send_cancel or msg_release before they return; the transport
+	 * must be consistent whenever it calls them. Reports a lost peer with
+	 * xpi_engine_peer_failed(). Returns the events it handled (>= 0).
+	 */
 	int (*progress)(void *tl);
 
 	/*
 	 * A waiter that spun for a while without events is about to sleep in
 	 * one ppoll() over every transport's file descriptors at once (and the
-	 * engine's own wake fd). Owner; never blocks; may not re-enter the
+	 * engine's own wake fd). Owner; never blocks; does not re-enter the
 	 * engine. Writes up to @max descriptors to wake it into @fds (events
 	 * set) and returns how many (0: nothing to wait for, as a transport
 	 * whose events all happen inside calls). After it returns >= 0 the
 	 * transport must make any later event readable on one of them (a
 	 * peer rings a doorbell once it sees the sleeper's flag, say).
 	 * -EAGAIN: it has events already, do not sleep (the engine calls
-	 * sleep_done and runs progress). -ENOTSUP: it cannot wake a sleeper;
-	 * the waiter then only yields the CPU. Leaves no state on failure.
+	 * sleep_done for the others and runs progress). -ENOTSUP: it cannot
+	 * wake a sleeper; the waiter then only yields the CPU. Leaves no
+	 * state armed on failure.
 	 */
 	int (*sleep_prepare)(void *tl, struct pollfd *fds, int max);
 
@@ -134,16 +201,22 @@ struct xpi_tl_ops {
 	/* True while the transport holds output it has not handed to the
 	 * kernel or the peer yet (eager frames queued behind a send in flight):
 	 * the engine runs until it is false before blocking outside the
-	 * transport (xp_oob_*, xp_finalize), or the output would wait for it. */
+	 * transport (xp_oob_*, xp_finalize), or the output would wait for it.
+	 * Owner; never blocks. */
 	bool (*tx_pending)(void *tl);
 
-	/* Destroys the transport instance. Called once, by the last owner. */
+	/* Destroys the transport instance, failing (completing with an error)
+	 * what it still holds. Called once, by the last owner, after the
+	 * core's teardown; may block briefly (closing connections). */
 	void (*destroy)(void *tl);
 };
 
 /* For transports that need no registration. */
 int xpi_tl_mem_reg_none(void *tl, void *addr, size_t len, void **handle);
 void xpi_tl_mem_dereg_none(void *tl, void *handle);
+/* For transports that cannot be another's bulk lane: -ENOTSUP. */
+int xpi_tl_rndv_offer_none(void *tl, int peer, xp_request_t *sreq, const struct xpi_reg *reg,
+			   struct xpi_rndv_desc *desc);
 /* For transports that cannot wake a sleeper (sleep_prepare: -ENOTSUP). */
 int xpi_tl_sleep_prepare_none(void *tl, struct pollfd *fds, int max);
 /* For transports whose events all happen inside calls (0 descriptors). */

@@ -86,8 +86,10 @@ static int inproc_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, c
 }
 
 static int inproc_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
-			   const struct xpi_reg *reg)
+			   const struct xpi_reg *reg, const struct xpi_rndv_desc *desc)
 {
+	if (desc != NULL)
+		return -ENOTSUP; /* carries no other lane's descriptors yet */
 	struct xpi_inproc *ip = tlp;
 	struct xpi_ring *ring;
 	struct xpi_slot *s = slot_claim(ip, peer, 1, &ring);
@@ -114,6 +116,7 @@ static int poll_ring(struct xpi_inproc *ip, struct xpi_ring *ring)
 		/* Field by field: zeroing the whole descriptor (its links and
 		 * inline store) would cost more than the rest of the delivery. */
 		struct xpi_msg m;
+		m.desc_len = 0; /* set field by field: the store is not cleared */
 		m.u.key.comm = s->comm;
 		m.u.key.src = ring->src;
 		m.u.key.tag = s->tag;
@@ -195,6 +198,7 @@ const struct xpi_tl_ops xpi_inproc_ops = {
 	.mem_dereg = inproc_mem_dereg,
 	.send_eager = inproc_send_eager,
 	.send_rts = inproc_send_rts,
+	.rndv_offer = xpi_tl_rndv_offer_none,
 	.send_cancel = xpi_local_send_cancel,
 	.rndv_fetch = xpi_local_rndv_fetch,
 	.msg_release = xpi_local_msg_release,

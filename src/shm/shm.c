@@ -72,8 +72,10 @@ static int shm_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, cons
 }
 
 static int shm_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
-			const struct xpi_reg *reg)
+			const struct xpi_reg *reg, const struct xpi_rndv_desc *desc)
 {
+	if (desc != NULL)
+		return -ENOTSUP; /* carries no other lane's descriptors yet */
 	(void)reg;
 	struct xpi_shm *s = tlp;
 	struct shm_peer *p = &s->peers[peer];
@@ -238,8 +240,10 @@ static int reap_direct(struct xpi_shm *s, int peer)
 	return n;
 }
 
-static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq)
+static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq,
+			  const struct xpi_reg *dst_reg)
 {
+	(void)dst_reg; /* nothing to register: the payload is copied in */
 	struct xpi_shm *s = tlp;
 	int src = msg->u.key.src;
 	struct shm_peer *p = &s->peers[src];
@@ -381,6 +385,7 @@ static int poll_ring(struct xpi_shm *s, int src)
 	int n = 0;
 	for (; n < POLL_BATCH && (slot = xpi_slot_ring_peek(r)) != NULL; n++) {
 		struct xpi_msg m;
+		m.desc_len = 0; /* set field by field: the store is not cleared */
 		m.u.key.comm = slot->comm;
 		m.u.key.src = src;
 		m.u.key.tag = slot->tag;
@@ -583,6 +588,7 @@ const struct xpi_tl_ops xpi_shm_ops = {
 	.mem_dereg = xpi_tl_mem_dereg_none,
 	.send_eager = shm_send_eager,
 	.send_rts = shm_send_rts,
+	.rndv_offer = xpi_tl_rndv_offer_none,
 	.send_cancel = shm_send_cancel,
 	.rndv_fetch = shm_rndv_fetch,
 	.msg_release = shm_msg_release,

@@ -86,9 +86,11 @@ static int tcp_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, cons
 }
 
 static int tcp_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
-			const struct xpi_reg *reg)
+			const struct xpi_reg *reg, const struct xpi_rndv_desc *desc)
 {
-	(void)reg; /* TCP reads the buffer through the kernel: no key needed */
+	if (desc != NULL)
+		return -ENOTSUP; /* carries no other lane's descriptors yet */
+	(void)reg;               /* TCP reads the buffer through the kernel: no key needed */
 	struct xpi_tcp *t = tlp;
 	struct tcp_conn *c = conn_of(t, peer);
 	if (c->dead)
@@ -161,8 +163,10 @@ static int refuse_fetch(struct tcp_conn *c, const struct xpi_msg *msg, xp_reques
 	return err;
 }
 
-static int tcp_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq)
+static int tcp_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq,
+			  const struct xpi_reg *dst_reg)
 {
+	(void)dst_reg; /* nothing to register: the payload is copied in */
 	struct xpi_tcp *t = tlp;
 	struct tcp_conn *c = conn_of(t, msg->u.key.src);
 	if (c->dead)
@@ -344,6 +348,7 @@ const struct xpi_tl_ops xpi_tcp_ops = {
 	.mem_dereg = xpi_tl_mem_dereg_none,
 	.send_eager = tcp_send_eager,
 	.send_rts = tcp_send_rts,
+	.rndv_offer = xpi_tl_rndv_offer_none,
 	.send_cancel = tcp_send_cancel,
 	.rndv_fetch = tcp_rndv_fetch,
 	.msg_release = tcp_msg_release,

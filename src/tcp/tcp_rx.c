@@ -37,6 +37,7 @@ static void deliver(struct tcp_conn *c, const struct xpi_frame *f, uint8_t kind,
 		    struct xp_buf *buf, uint64_t id)
 {
 	struct xpi_msg m;
+	m.desc_len = 0; /* set field by field: the store is not cleared */
 	m.u.key.comm = f->comm;
 	m.u.key.src = c->peer;
 	m.u.key.tag = f->tag;

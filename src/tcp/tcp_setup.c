@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include "../core/auth.h"
+#include "../core/backend.h"
 #include "../core/bootstrap.h"
+#include "../core/card.h"
 #include "../core/clock.h"
 #include "../core/log.h"
 #include "../core/sock.h"
@@ -343,9 +345,6 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	rc = xpi_context_add_tl(ctx, &xpi_tcp_ops, t);
 	if (rc < 0)
 		goto fail;
-	for (int p = 0; p < ctx->size; p++)
-		if (t->want[p])
-			xpi_context_set_peer_tl(ctx, p, t->tl_index);
 	if (xpi_debug_on("transport")) {
 		int zc = 0;
 		for (int p = 0; p < ctx->size; p++)
@@ -428,3 +427,41 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 	free(t->want);
 	free(t);
 }
+
+/* Reachable where this rank's listeners are: the address family a peer
+ * needs (card.h's TCP reach). The figures are this machine's measurements
+ * (shared/lab/BASELINES.md). */
+static int tcp_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card_tl *entry,
+		    const char **why)
+{
+	(void)ctx;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	if (xpi_boot_local_addr(boot, &ss, &len) < 0) {
+		*why = "this rank has no listening address";
+		return 1;
+	}
+	entry->lat_ns = 5000;
+	entry->bw_mbps = 4000;
+	entry->reach[0] = (uint8_t)ss.ss_family;
+	entry->reach_len = 1;
+	return 0;
+}
+
+/* TCP either reaches every peer it was asked for or fails the job: it is
+ * the transport of last resort, with nothing after it to fall back to. */
+static int tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want, uint8_t *ok)
+{
+	int rc = xpi_tcp_attach(ctx, boot, want);
+	for (int p = 0; rc == 0 && p < ctx->size; p++)
+		ok[p] = p != ctx->rank && want[p];
+	return rc;
+}
+
+const struct xpi_backend xpi_tcp_backend = {
+	.name = "tcp",
+	.type = XPI_TL_TCP,
+	.ops = &xpi_tcp_ops,
+	.card = tcp_card,
+	.attach = tcp_attach,
+};

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The backend registry: how xp_init finds, describes and starts the
+ * transports of a networked job, without knowing any of them. Each backend
+ * defines one `const struct xpi_backend` in its own directory; the one table
+ * that lists them (src/core/backends.c, one line each, in meson one block
+ * each) is the only place that names them. Adding a backend touches its
+ * directory, that line and that block.
+ *
+ * The in-process transport (local jobs) and the self transport (a rank to
+ * itself) are not in it: the first forms its own kind of job, the second
+ * every networked rank has.
+ */
+#ifndef XPI_BACKEND_H
+#define XPI_BACKEND_H
+
+#include <stdint.h>
+
+#include "engine.h"
+
+struct xpi_boot;
+struct xpi_card_tl;
+
+struct xpi_backend {
+	const char *name; /* as XP_TRANSPORTS names it */
+	uint8_t type;     /* enum xpi_tl_type: its card entry, and the lanes' value */
+	const struct xpi_tl_ops *ops;
+
+	/*
+	 * Describes the backend on this rank for its capability card:
+	 * capabilities, cost figures, and what a peer needs to reach it. Called
+	 * once per xp_init on the initialising thread, before the cards are
+	 * exchanged; may block briefly (probing a device). Returns 0 with
+	 * @entry written (type already set), 1 if it cannot be used on this
+	 * host (*@why says why, for the log), or a negative code, which fails
+	 * xp_init.
+	 */
+	int (*card)(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card_tl *entry,
+		    const char **why);
+
+	/*
+	 * Collective over the job: every rank calls every backend's attach, in
+	 * table order, also when it wants no peer of it (the setup's exchanges
+	 * need everyone). Sets up what the peers with @want[peer] set need
+	 * (the selection is symmetric, so they want us too), agrees with each
+	 * through @boot whether the pair works, and writes @ok[peer] = 1 for
+	 * those that do; a backend that serves any peer adds itself to @ctx
+	 * (xpi_context_add_tl). The core then points those peers' lanes at it.
+	 * A pair that fails is not an error: 0 with ok[peer] = 0, and the core
+	 * falls back for that peer to the next transport the selection allows
+	 * (both sides agree: they computed the same ok). Blocks until done or
+	 * the context's timeout. A negative code fails xp_init, having logged
+	 * which peer failed and why.
+	 */
+	int (*attach)(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want, uint8_t *ok);
+};
+
+/* The backends built in, in attach order, which is also the fallback order:
+ * a peer whose pair failed in one is served by a later one. NULL-ended. */
+extern const struct xpi_backend *const xpi_backends[];
+
+#endif
