@@ -7,9 +7,11 @@
 #         test (ci/install-test.sh) on the same build
 #   asan  clang, ASan + UBSan
 #   tsan  clang, TSan
+#   fuzz  ci/fuzz.sh: each libFuzzer target for 60 s ($FUZZ_SECONDS) on top
+#         of its corpus, each target counted as one test
 # and, first, ci/lint.sh (layering rule and formatting), counted as one test.
 #
-# Usage: bash ci/test.sh [gcc] [asan] [tsan]      (default: all three)
+# Usage: bash ci/test.sh [gcc] [asan] [tsan] [fuzz]      (default: all four)
 #
 # The last line of output is "N passed, N failed, N skipped" over every
 # configuration (ci/summarize-tests.py over each meson-logs/testlog.json).
@@ -22,12 +24,12 @@ cd "$root" || exit 2
 out=build-ci
 
 configs=("$@")
-((${#configs[@]})) || configs=(gcc asan tsan)
+((${#configs[@]})) || configs=(gcc asan tsan fuzz)
 for c in "${configs[@]}"; do
 	case $c in
-	gcc | asan | tsan) ;;
+	gcc | asan | tsan | fuzz) ;;
 	*)
-		echo "usage: $0 [gcc] [asan] [tsan]" >&2
+		echo "usage: $0 [gcc] [asan] [tsan] [fuzz]" >&2
 		exit 2
 		;;
 	esac
@@ -181,6 +183,20 @@ run_config() {
 	fi
 }
 
+# The fuzzers (ASan and UBSan) under the same ASLR fix as the sanitizer
+# builds; each target's result is one test, a run that reports none fails.
+run_fuzz() {
+	probe_aslr
+	local res=$out/fuzz-results.txt line any=0
+	rm -f "$res"
+	FUZZ_WRAPPER=$sanitizer_wrapper bash ci/fuzz.sh --results "$res"
+	while IFS= read -r line; do
+		summary_args+=(--result "$line")
+		any=1
+	done <"$res"
+	((any)) || summary_args+=(--result "fuzz/no-results=FAIL")
+}
+
 # Reserve huge pages while the tests run (as root), so the pools' hugetlb
 # path runs for real and not only its fallback; give back what was there.
 hugepages_before=
@@ -202,7 +218,11 @@ else
 fi
 for cfg in "${configs[@]}"; do
 	start=$SECONDS
-	run_config "$cfg"
+	if [[ $cfg == fuzz ]]; then
+		run_fuzz
+	else
+		run_config "$cfg"
+	fi
 	timings+=("$cfg $((SECONDS - start)) s")
 done
 

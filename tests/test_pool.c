@@ -90,8 +90,11 @@ static void test_hugepages_or_fallback(void)
 {
 	struct xpi_pool *pool;
 	long before = free_hugepages();
-	/* AUTO always works: hugetlb pages if reserved, ordinary pages else. */
-	T_OK(xpi_pool_create(8 * MiB, XP_HUGEPAGES_AUTO, &pool));
+	/* AUTO always works: hugetlb pages if reserved, ordinary pages else.
+	 * 64 MiB, the default: below about 20 MiB the classes' half of the
+	 * bound cannot hold each class in whole 2 MiB pages, and some stay on
+	 * ordinary pages (test_plan_within_bound). */
+	T_OK(xpi_pool_create(64 * MiB, XP_HUGEPAGES_AUTO, &pool));
 	struct xp_buf *b;
 	T_OK(xpi_pool_get(pool, 100000, &b));
 	memset(b->data, 7, 100000);
@@ -105,17 +108,123 @@ static void test_hugepages_or_fallback(void)
 	 * free (ci/test.sh reserves them) means hugetlb pages. */
 	if (before == 0) {
 		T_CHECK(!huge);
-		T_EQ(xpi_pool_create(8 * MiB, XP_HUGEPAGES_ON, &pool), -ENOMEM);
+		T_EQ(xpi_pool_create(64 * MiB, XP_HUGEPAGES_ON, &pool), -ENOMEM);
 	} else if (before >= 256) {
 		T_CHECK(huge);
-		T_OK(xpi_pool_create(8 * MiB, XP_HUGEPAGES_ON, &pool));
+		T_OK(xpi_pool_create(64 * MiB, XP_HUGEPAGES_ON, &pool));
 		T_CHECK(pool->huge);
+		T_CHECK(pool->reserved_bytes <= 32 * MiB); /* the classes' half */
 		xpi_pool_destroy(pool);
 	}
 	T_OK(xpi_pool_create(8 * MiB, XP_HUGEPAGES_OFF, &pool));
 	T_CHECK(!pool->huge);
 	xpi_pool_destroy(pool);
 	T_EQ(xpi_pool_create(0, XP_HUGEPAGES_OFF, &pool), -EINVAL);
+}
+
+/* XP_POOL_MAX_BYTES is a bound: with a small one the classes shrink (or
+ * stay empty) to fit, and a get larger than what is left is -ENOBUFS. */
+static void test_small_bound_is_exact(void)
+{
+	struct xpi_pool *pool;
+	size_t bound = 64 << 10;
+	T_OK(xpi_pool_create(bound, XP_HUGEPAGES_OFF, &pool));
+	T_CHECK(pool->reserved_bytes <= bound);
+	struct xp_buf *b, *c;
+	T_EQ(xpi_pool_get(pool, 256 << 10, &b), -ENOBUFS);
+	T_OK(xpi_pool_get(pool, 100, &b)); /* the small classes are there */
+	xpi_buf_put(b);
+	/* The rest of the bound, as one dedicated mapping; then nothing. */
+	size_t left = (bound - pool->reserved_bytes) & ~(size_t)4095;
+	T_CHECK(left > 16384);
+	T_OK(xpi_pool_get(pool, left, &b));
+	T_CHECK(pool->reserved_bytes + atomic_load(&pool->large_bytes) <= bound);
+	T_EQ(xpi_pool_get(pool, 20000, &c), -ENOBUFS);
+	xpi_buf_put(b);
+	T_EQ(atomic_load(&pool->large_bytes), 0);
+	xpi_pool_destroy(pool);
+}
+
+/* The layout never adds up to more than the bound, with hugetlb pages
+ * rounded up too, and the default keeps every class on hugetlb pages. */
+static void test_plan_within_bound(void)
+{
+	static const size_t bounds[] = {
+		1,        4096,         64 << 10, 1 * MiB,    1 * MiB + 12345,
+		3 * MiB,  4 * MiB,      8 * MiB,  10 * MiB,   16 * MiB,
+		20 * MiB, 33 * MiB + 1, 64 * MiB, 1024 * MiB, (size_t)16 << 30,
+	};
+	for (size_t k = 0; k < sizeof(bounds) / sizeof(bounds[0]); k++) {
+		size_t ordinary = 0;
+		for (int huge = 0; huge <= 1; huge++) {
+			struct xpi_pool_plan p;
+			xpi_pool_plan(bounds[k], huge, &p);
+			size_t sum = 0;
+			for (int i = 0; i < XPI_POOL_NCLASSES; i++) {
+				T_CHECK(p.count[i] <= 16384);
+				T_CHECK(!p.huge[i] || huge);
+				T_CHECK(!p.huge[i] || p.len[i] % (2 * MiB) == 0);
+				T_CHECK((p.count[i] == 0) == (p.len[i] == 0));
+				T_CHECK(p.huge[i] || p.ordinary[i] == p.count[i]);
+				sum += p.len[i];
+			}
+			if (sum > bounds[k])
+				T_FAIL("bound %zu (huge %d): classes take %zu", bounds[k], huge,
+				       sum);
+			/* The rounding stays in the classes' half. */
+			if (huge && sum > bounds[k] / 2 && sum > ordinary)
+				T_FAIL("bound %zu: hugetlb classes take %zu of the large "
+				       "buffers' half",
+				       bounds[k], sum);
+			ordinary = sum;
+		}
+	}
+	/* Every class on hugetlb pages from 20 MiB (the default is 64 MiB). */
+	for (size_t bound = 20 * MiB; bound <= 1024 * MiB; bound *= 2) {
+		struct xpi_pool_plan p;
+		xpi_pool_plan(bound, true, &p);
+		for (int i = 0; i < XPI_POOL_NCLASSES; i++)
+			if (p.count[i] == 0 || !p.huge[i])
+				T_FAIL("bound %zu: class %d not on hugetlb pages", bound, i);
+	}
+}
+
+/* Through the API: xp_init refuses a bound below XP_POOL_MIN_BYTES and
+ * says why; at the minimum, the stats stay within the bound. */
+static void test_bound_through_xp_init(void)
+{
+	xp_config_t cfg;
+	xp_context_t *ctx;
+	xp_config_init(&cfg);
+	cfg.pool_max_bytes = 64 << 10;
+	T_EQ(xp_init(&cfg, &ctx), -EINVAL);
+	const char *why = xp_error_detail();
+	T_CHECK(strstr(why, "XP_POOL_MAX_BYTES") != NULL);
+	T_CHECK(strstr(why, "65536") != NULL);
+	T_CHECK(strstr(why, "1048576") != NULL);
+	setenv("XP_POOL_MAX_BYTES", "64k", 1);
+	xp_config_init(&cfg);
+	unsetenv("XP_POOL_MAX_BYTES");
+	T_EQ(cfg.pool_max_bytes, 64 << 10);
+	T_EQ(xp_init(&cfg, &ctx), -EINVAL);
+
+	cfg.pool_max_bytes = XP_POOL_MIN_BYTES;
+	T_OK(xp_init(&cfg, &ctx));
+	xp_stats_t st;
+	T_OK(xp_stats_get(ctx, &st));
+	T_CHECK(st.pool_bytes <= XP_POOL_MIN_BYTES);
+	xp_buf_t *b, *c;
+	T_OK(xp_buf_get(ctx, 256 << 10, &b));
+	T_OK(xp_stats_get(ctx, &st));
+	T_CHECK(st.pool_bytes <= XP_POOL_MIN_BYTES);
+	size_t left = XP_POOL_MIN_BYTES - st.pool_bytes;
+	T_EQ(xp_buf_get(ctx, left + 1, &c), -ENOBUFS);
+	T_OK(xp_buf_get(ctx, left & ~(size_t)4095, &c));
+	T_OK(xp_stats_get(ctx, &st));
+	T_CHECK(st.pool_bytes <= XP_POOL_MIN_BYTES);
+	xp_buf_release(c);
+	xp_buf_release(b);
+	xp_finalize(ctx);
 }
 
 struct hook_log {
@@ -223,6 +332,9 @@ int main(void)
 	T_RUN(test_classes_and_refcount);
 	T_RUN(test_exhaustion_is_backpressure);
 	T_RUN(test_hugepages_or_fallback);
+	T_RUN(test_small_bound_is_exact);
+	T_RUN(test_plan_within_bound);
+	T_RUN(test_bound_through_xp_init);
 	T_RUN(test_registration_hook);
 	T_RUN(test_concurrent_get_put);
 	return 0;

@@ -72,14 +72,30 @@ enum xp_thread_mode {
 };
 
 /**
+ * The smallest pool_max_bytes (XP_POOL_MAX_BYTES) xp_init and
+ * xp_local_run accept: 1 MiB. Below it the pool could not keep the TCP
+ * transport's receive buffers and a few messages besides.
+ */
+#define XP_POOL_MIN_BYTES ((size_t)1 << 20)
+
+/**
  * Settings of a context. Initialise with xp_config_init(), which applies the
  * built-in defaults and then the XP_* environment variables named below, and
  * change fields afterwards if the program wants to override both.
  */
 typedef struct xp_config {
-	size_t struct_size;    /* set by xp_config_init(); lets the struct grow */
-	int timeout_ms;        /* default wait deadline; XP_TIMEOUT_MS; 30000 */
-	size_t pool_max_bytes; /* bound on each rank's buffer pool; XP_POOL_MAX_BYTES; 64 MiB */
+	size_t struct_size; /* set by xp_config_init(); lets the struct grow */
+	int timeout_ms;     /* default wait deadline; XP_TIMEOUT_MS; 30000 */
+	/* Hard bound on the memory of each rank's buffer pool; XP_POOL_MAX_BYTES;
+	 * 64 MiB. Everything the pool maps counts: its size classes (hugetlb
+	 * pages rounded up to 2 MiB included: a class whose rounding would not
+	 * fit uses ordinary pages or fewer buffers) and the dedicated mappings
+	 * of buffers larger than the largest class. Half goes to the classes,
+	 * the rest to large buffers; xp_buf_get and pooled receives beyond it
+	 * get -ENOBUFS. Values below XP_POOL_MIN_BYTES make xp_init fail with
+	 * -EINVAL (xp_error_detail names the variable, the value and the
+	 * minimum). */
+	size_t pool_max_bytes;
 	size_t unexpected_max_bytes; /* bound on buffered unexpected payload; XP_UNEXPECTED_MAX_BYTES; 16 MiB */
 	size_t rndv_threshold; /* messages this long or longer use rendezvous; XP_RNDV_THRESHOLD;
 				      * 0 (default): each transport's own (in-process 4 KiB) */
@@ -121,7 +137,9 @@ const char *xp_error_detail(void);
  * With no launcher variables in the environment (or a size of 1) it creates
  * a job of one rank. A network job needs a network backend; this build
  * returns -EPROTONOSUPPORT for one.
- * Returns 0, -EINVAL (malformed environment), -ENOMEM, -EPROTONOSUPPORT.
+ * Returns 0, -EINVAL (malformed environment, or a setting out of range such
+ * as pool_max_bytes below XP_POOL_MIN_BYTES; xp_error_detail says which),
+ * -ENOMEM, -EPROTONOSUPPORT.
  */
 int xp_init(const xp_config_t *cfg, xp_context_t **ctx);
 
@@ -297,7 +315,8 @@ typedef struct xp_stats {
 	uint64_t unexpected_now;          /* messages waiting in the unexpected queue */
 	uint64_t unexpected_bytes_now;    /* payload bytes buffered for them */
 	uint64_t unexpected_bytes_max;    /* high-water mark of that */
-	uint64_t pool_bytes;              /* bytes reserved by the pool */
+	uint64_t
+		pool_bytes; /* bytes the pool maps now: classes + large buffers, <= pool_max_bytes */
 	uint64_t pool_bufs_in_use; /* pooled buffers taken, also those transports keep posted */
 	int pool_hugepages;        /* 1 if the pool is backed by hugetlb pages */
 } xp_stats_t;
@@ -313,7 +332,8 @@ int xp_stats_get(xp_context_t *ctx, xp_stats_t *stats);
  * NULL, as for xp_init), each driven by
  * the thread(s) the program chooses. They exchange through the same engine
  * as networked ranks, over lock-free rings.
- * Returns 0, -EINVAL (nranks < 1 or > 4096), -ENOMEM.
+ * Returns 0, -EINVAL (nranks < 1 or > 4096, or a setting out of range as
+ * for xp_init), -ENOMEM.
  */
 int xp_local_job_create(int nranks, const xp_config_t *cfg, xp_local_job_t **job);
 

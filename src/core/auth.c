@@ -66,6 +66,33 @@ int xpi_auth_hello_parse(const uint8_t *buf, size_t len, struct xpi_auth_hello *
 	return 0;
 }
 
+int xpi_auth_hello_check(const struct xpi_auth_hello *theirs, const struct xpi_auth_hello *mine)
+{
+	if (theirs->version != XPI_AUTH_VERSION)
+		return XPI_AUTH_HELLO_VERSION;
+	if (theirs->size != mine->size)
+		return XPI_AUTH_HELLO_SIZE;
+	if (theirs->rank >= mine->size || theirs->rank == mine->rank)
+		return XPI_AUTH_HELLO_RANK;
+	if (memcmp(theirs->nonce, mine->nonce, XPI_AUTH_NONCE_LEN) == 0)
+		return XPI_AUTH_HELLO_REFLECTED;
+	return XPI_AUTH_HELLO_OK;
+}
+
+bool xpi_auth_proof_matches(const uint8_t *buf, size_t len, uint64_t want)
+{
+	if (buf == NULL || len != XPI_AUTH_PROOF_LEN)
+		return false;
+	uint8_t w[XPI_AUTH_PROOF_LEN];
+	put_be64(w, want);
+	/* Compared without an early exit, so timing tells nothing about how
+	 * much of a forged proof was right. */
+	uint8_t diff = 0;
+	for (size_t i = 0; i < sizeof(w); i++)
+		diff |= (uint8_t)(w[i] ^ buf[i]);
+	return diff == 0;
+}
+
 uint64_t xpi_auth_proof(const uint8_t key[XPI_AUTH_KEY_LEN], int own_rank, int peer_rank, int size,
 			const uint8_t peer_nonce[XPI_AUTH_NONCE_LEN],
 			const uint8_t own_nonce[XPI_AUTH_NONCE_LEN])
@@ -179,21 +206,25 @@ int xpi_auth_handshake(int fd, const uint8_t key[XPI_AUTH_KEY_LEN], int my_rank,
 	if (xpi_auth_hello_parse(buf, sizeof(buf), &theirs) < 0)
 		return fail(-EPROTO, "rank %d: %s is not an xport rank (bad hello magic)", my_rank,
 			    peer);
-	if (theirs.version != XPI_AUTH_VERSION)
+	switch (xpi_auth_hello_check(&theirs, &mine)) {
+	case XPI_AUTH_HELLO_OK:
+		break;
+	case XPI_AUTH_HELLO_VERSION:
 		return fail(-EPROTO,
 			    "rank %d: %s speaks authentication protocol version %u, this build "
 			    "speaks %u: run the same xport version on every rank",
 			    my_rank, peer, (unsigned)theirs.version, (unsigned)XPI_AUTH_VERSION);
-	if (theirs.size != (uint32_t)size)
+	case XPI_AUTH_HELLO_SIZE:
 		return fail(-EPROTO,
 			    "rank %d: %s says the job has %u ranks, this rank says %d: the two "
 			    "belong to different jobs",
 			    my_rank, peer, (unsigned)theirs.size, size);
-	if (theirs.rank >= (uint32_t)size || theirs.rank == (uint32_t)my_rank)
+	case XPI_AUTH_HELLO_RANK:
 		return fail(-EPROTO, "rank %d: %s says it is rank %u of a job of %d", my_rank, peer,
 			    (unsigned)theirs.rank, size);
-	if (memcmp(theirs.nonce, mine.nonce, XPI_AUTH_NONCE_LEN) == 0)
+	default: /* XPI_AUTH_HELLO_REFLECTED */
 		return fail(-EPROTO, "rank %d: %s sent our own nonce back", my_rank, peer);
+	}
 	int other = (int)theirs.rank;
 
 	uint8_t proof[XPI_AUTH_PROOF_LEN];
@@ -204,14 +235,9 @@ int xpi_auth_handshake(int fd, const uint8_t key[XPI_AUTH_KEY_LEN], int my_rank,
 	rc = xpi_sock_recv_all(fd, proof, sizeof(proof), deadline);
 	if (rc < 0)
 		return io_failed(rc, my_rank, peer, "waiting for key proof", timeout_ms);
-	uint8_t want[XPI_AUTH_PROOF_LEN];
-	put_be64(want, xpi_auth_proof(key, other, my_rank, size, mine.nonce, theirs.nonce));
-	/* Compared without an early exit, so timing tells nothing about how
-	 * much of a forged proof was right. */
-	uint8_t diff = 0;
-	for (size_t i = 0; i < sizeof(want); i++)
-		diff |= (uint8_t)(want[i] ^ proof[i]);
-	if (diff != 0)
+	if (!xpi_auth_proof_matches(
+		    proof, sizeof(proof),
+		    xpi_auth_proof(key, other, my_rank, size, mine.nonce, theirs.nonce)))
 		return fail(-EACCES,
 			    "rank %d: wrong job key: the peer at %s (says rank %d) failed the key "
 			    "proof; every rank of a job needs the same XP_JOB_KEY",

@@ -37,6 +37,7 @@
 #ifndef XPI_AUTH_H
 #define XPI_AUTH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,6 +62,23 @@ void xpi_auth_hello_write(const struct xpi_auth_hello *h, uint8_t buf[XPI_AUTH_H
  * only (the handshake checks the fields, so it can say what differs).
  * Returns 0 and *@out, or -EPROTO. Pure. */
 int xpi_auth_hello_parse(const uint8_t *buf, size_t len, struct xpi_auth_hello *out);
+
+/* Why a peer's hello is refused (xpi_auth_hello_check). */
+enum xpi_auth_hello_verdict {
+	XPI_AUTH_HELLO_OK = 0,
+	XPI_AUTH_HELLO_VERSION,   /* another protocol version */
+	XPI_AUTH_HELLO_SIZE,      /* another job size */
+	XPI_AUTH_HELLO_RANK,      /* a rank >= size, or ours */
+	XPI_AUTH_HELLO_REFLECTED, /* our own nonce: our hello sent back */
+};
+
+/* Checks the peer's parsed hello @theirs against our own @mine, in the
+ * order the handshake reports them. Returns enum xpi_auth_hello_verdict. Pure. */
+int xpi_auth_hello_check(const struct xpi_auth_hello *theirs, const struct xpi_auth_hello *mine);
+
+/* True if the @len bytes at @buf are the 8-byte proof @want (big-endian),
+ * compared without an early exit. Pure. */
+bool xpi_auth_proof_matches(const uint8_t *buf, size_t len, uint64_t want);
 
 /* The proof a side of rank @own_rank sends to @peer_rank (see above). Pure. */
 uint64_t xpi_auth_proof(const uint8_t key[XPI_AUTH_KEY_LEN], int own_rank, int peer_rank, int size,

@@ -20,8 +20,8 @@
 #include "sock.h"
 
 #define MAX_JOB_SIZE (1 << 24) /* as xp_init accepts */
-#define HDR_LEN 16
-#define ABORT_TEXT_MAX 512
+#define HDR_LEN XPI_BOOT_HDR_LEN
+#define ABORT_TEXT_MAX XPI_BOOT_ABORT_TEXT_MAX
 #define TEXT_MAX (ABORT_TEXT_MAX + 64)
 /* A connection to rank 0 that does not finish the handshake in this time is
  * dropped, so a stuck or hostile client delays the job by at most this. */
@@ -30,7 +30,7 @@
 #define ABORT_SEND_MS 1000
 #define CONNECT_BACKOFF_MAX_MS 250
 
-enum { OP_GATHER = 1, OP_TABLE = 2, OP_ABORT = 3 };
+enum { OP_GATHER = XPI_BOOT_OP_GATHER, OP_TABLE = XPI_BOOT_OP_TABLE, OP_ABORT = XPI_BOOT_OP_ABORT };
 
 struct xpi_boot {
 	int rank, size;
@@ -652,34 +652,59 @@ int xpi_boot_local_addr(const struct xpi_boot *b, struct sockaddr_storage *out, 
 /* ---------------------------------------------------------------------- */
 /* Control operations                                                     */
 
-struct hdr {
-	uint16_t op, code;
-	uint32_t seq;
-	uint64_t len;
-};
+void xpi_boot_hdr_write(const struct xpi_boot_hdr *h, uint8_t out[XPI_BOOT_HDR_LEN])
+{
+	out[0] = (uint8_t)(h->op >> 8);
+	out[1] = (uint8_t)h->op;
+	out[2] = (uint8_t)(h->code >> 8);
+	out[3] = (uint8_t)h->code;
+	for (int i = 0; i < 4; i++)
+		out[4 + i] = (uint8_t)(h->seq >> (24 - 8 * i));
+	for (int i = 0; i < 8; i++)
+		out[8 + i] = (uint8_t)(h->len >> (56 - 8 * i));
+}
+
+int xpi_boot_hdr_parse(const uint8_t *buf, size_t len, struct xpi_boot_hdr *out, const char **why)
+{
+	const char *dummy;
+	if (why == NULL)
+		why = &dummy;
+	if (len < XPI_BOOT_HDR_LEN)
+		return -EAGAIN;
+	struct xpi_boot_hdr h = {
+		.op = (uint16_t)((buf[0] << 8) | buf[1]),
+		.code = (uint16_t)((buf[2] << 8) | buf[3]),
+	};
+	for (int i = 0; i < 4; i++)
+		h.seq = (h.seq << 8) | buf[4 + i];
+	for (int i = 0; i < 8; i++)
+		h.len = (h.len << 8) | buf[8 + i];
+	switch (h.op) {
+	case XPI_BOOT_OP_GATHER:
+	case XPI_BOOT_OP_TABLE:
+		break;
+	case XPI_BOOT_OP_ABORT:
+		if (h.code == 0 || h.code > 4095) {
+			*why = "an abort without an error code";
+			return -EPROTO;
+		}
+		if (h.len > XPI_BOOT_ABORT_TEXT_MAX) {
+			*why = "an abort text longer than 512 bytes";
+			return -EPROTO;
+		}
+		break;
+	default:
+		*why = "an unknown kind of control message";
+		return -EPROTO;
+	}
+	*out = h;
+	return 0;
+}
 
 static void hdr_write(uint8_t *p, uint16_t op, uint16_t code, uint32_t seq, uint64_t len)
 {
-	p[0] = (uint8_t)(op >> 8);
-	p[1] = (uint8_t)op;
-	p[2] = (uint8_t)(code >> 8);
-	p[3] = (uint8_t)code;
-	for (int i = 0; i < 4; i++)
-		p[4 + i] = (uint8_t)(seq >> (24 - 8 * i));
-	for (int i = 0; i < 8; i++)
-		p[8 + i] = (uint8_t)(len >> (56 - 8 * i));
-}
-
-static void hdr_parse(const uint8_t *p, struct hdr *h)
-{
-	h->op = (uint16_t)((p[0] << 8) | p[1]);
-	h->code = (uint16_t)((p[2] << 8) | p[3]);
-	h->seq = 0;
-	for (int i = 0; i < 4; i++)
-		h->seq = (h->seq << 8) | p[4 + i];
-	h->len = 0;
-	for (int i = 0; i < 8; i++)
-		h->len = (h->len << 8) | p[8 + i];
+	struct xpi_boot_hdr h = { .op = op, .code = code, .seq = seq, .len = len };
+	xpi_boot_hdr_write(&h, p);
 }
 
 /* Remembers the failure: every later operation returns it at once. */
@@ -745,8 +770,13 @@ static int root_read(struct xpi_boot *b, int r, size_t len, uint8_t *dst, char *
 		}
 		b->got[r] += (size_t)k;
 		if (g < HDR_LEN && b->got[r] >= HDR_LEN) {
-			struct hdr h;
-			hdr_parse(b->hdrs[r], &h);
+			struct xpi_boot_hdr h;
+			const char *bad = NULL;
+			if (xpi_boot_hdr_parse(b->hdrs[r], HDR_LEN, &h, &bad) < 0) {
+				snprintf(why, n, "sent %s where rank 0 is in operation %u", bad,
+					 (unsigned)b->seq);
+				return -EPROTO;
+			}
 			if (h.op != OP_GATHER || h.seq != b->seq) {
 				snprintf(
 					why, n,
@@ -877,12 +907,15 @@ static int leaf_allgather(struct xpi_boot *b, const void *mine, size_t len, uint
 	rc = xpi_sock_recv_all(b->root_fd, hdr, sizeof(hdr), deadline);
 	if (rc < 0)
 		return leaf_failed(b, rc, "waiting for the result of");
-	struct hdr h;
-	hdr_parse(hdr, &h);
+	struct xpi_boot_hdr h;
+	const char *bad = NULL;
+	if (xpi_boot_hdr_parse(hdr, sizeof(hdr), &h, &bad) < 0) {
+		char step[120];
+		snprintf(step, sizeof(step), "got a malformed message (%s) in", bad);
+		return leaf_failed(b, -EPROTO, step);
+	}
 	if (h.op == OP_ABORT) {
 		char text[ABORT_TEXT_MAX + 1];
-		if (h.len > ABORT_TEXT_MAX || h.code == 0 || h.code > 4095)
-			return leaf_failed(b, -EPROTO, "reading an abort in");
 		rc = xpi_sock_recv_all(b->root_fd, text, (size_t)h.len, deadline);
 		if (rc < 0)
 			return leaf_failed(b, rc, "reading an abort in");

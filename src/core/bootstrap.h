@@ -69,6 +69,38 @@ struct xpi_boot;
 /* xpi_boot_create() found no launcher variables, or a job of one rank. */
 #define XPI_BOOT_SINGLETON 1
 
+/* --- control messages: a pure pack/parse pair of the header ------------ */
+
+#define XPI_BOOT_HDR_LEN 16
+/* The longest text an abort carries. */
+#define XPI_BOOT_ABORT_TEXT_MAX 512
+
+enum xpi_boot_op {
+	XPI_BOOT_OP_GATHER = 1, /* a rank's contribution, to rank 0 */
+	XPI_BOOT_OP_TABLE = 2,  /* rank 0's result, to every rank */
+	XPI_BOOT_OP_ABORT = 3,  /* rank 0 stopped the job: code and text */
+};
+
+struct xpi_boot_hdr {
+	uint16_t op;   /* enum xpi_boot_op */
+	uint16_t code; /* ABORT: the errno the job failed with */
+	uint32_t seq;  /* the control operation's sequence number */
+	uint64_t len;  /* payload bytes that follow */
+};
+
+/* Writes @h as the XPI_BOOT_HDR_LEN wire bytes. Pure. */
+void xpi_boot_hdr_write(const struct xpi_boot_hdr *h, uint8_t out[XPI_BOOT_HDR_LEN]);
+
+/*
+ * Parses a control message header from @len bytes at @buf into @out: the
+ * op must be known, and an abort must carry an errno (1 to 4095) and at
+ * most XPI_BOOT_ABORT_TEXT_MAX bytes of text. Whether the sequence number
+ * and length are the ones expected is the caller's to check. Returns 0,
+ * -EAGAIN if @len < XPI_BOOT_HDR_LEN, or -EPROTO with *@why (if not NULL)
+ * saying what was wrong. Pure.
+ */
+int xpi_boot_hdr_parse(const uint8_t *buf, size_t len, struct xpi_boot_hdr *out, const char **why);
+
 /*
  * Forms this process's job from the environment. Blocks until the job has
  * formed (every rank joined rank 0), at most @timeout_ms (> 0; overridden

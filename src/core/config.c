@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "compiler.h"
 #include "config.h"
+#include "engine.h"
 #include "log.h"
 
 #define DEFAULT_TIMEOUT_MS 30000
@@ -111,10 +113,19 @@ int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
 		xp_config_init(&def);
 		in = &def;
 	}
+	if (in->struct_size >= sizeof(xp_config_t) && in->pool_max_bytes < XP_POOL_MIN_BYTES) {
+		char text[200];
+		snprintf(text, sizeof(text),
+			 "XP_POOL_MAX_BYTES (pool_max_bytes) = %zu is below the minimum of %zu "
+			 "bytes (XP_POOL_MIN_BYTES, 1 MiB)",
+			 in->pool_max_bytes, XP_POOL_MIN_BYTES);
+		xpi_log(XPI_LOG_ERROR, "%s", text);
+		xpi_set_thread_detail(text);
+		return -EINVAL;
+	}
 	if (in->struct_size < sizeof(xp_config_t) || in->timeout_ms <= 0 ||
-	    in->pool_max_bytes == 0 || in->hugepages < XP_HUGEPAGES_AUTO ||
-	    in->hugepages > XP_HUGEPAGES_ON || in->thread_mode < XP_THREAD_MULTI ||
-	    in->thread_mode > XP_THREAD_SERIALIZED)
+	    in->hugepages < XP_HUGEPAGES_AUTO || in->hugepages > XP_HUGEPAGES_ON ||
+	    in->thread_mode < XP_THREAD_MULTI || in->thread_mode > XP_THREAD_SERIALIZED)
 		return -EINVAL;
 	out->timeout_ms = in->timeout_ms;
 	out->pool_max_bytes = in->pool_max_bytes;

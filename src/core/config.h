@@ -21,7 +21,10 @@ struct xpi_config {
  * or -EINVAL. */
 int xpi_parse_size(const char *s, size_t *out);
 
-/* Validates a public config (NULL: defaults and environment). Returns 0 or -EINVAL. */
+/* Validates a public config (NULL: defaults and environment). Returns 0 or
+ * -EINVAL; a pool bound below XP_POOL_MIN_BYTES is also logged and becomes
+ * the thread's error detail, naming XP_POOL_MAX_BYTES, the value and the
+ * minimum. */
 int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out);
 
 #endif

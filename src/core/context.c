@@ -236,7 +236,7 @@ XPI_EXPORT int xp_stats_get(xp_context_t *ctx, xp_stats_t *st)
 			atomic_load_explicit(&ctx->st_unexp_bytes_now, memory_order_relaxed),
 		.unexpected_bytes_max =
 			atomic_load_explicit(&ctx->st_unexp_bytes_max, memory_order_relaxed),
-		.pool_bytes = ctx->pool->reserved_bytes,
+		.pool_bytes = ctx->pool->reserved_bytes + atomic_load(&ctx->pool->large_bytes),
 		.pool_bufs_in_use = xpi_pool_in_use(ctx->pool),
 		.pool_hugepages = ctx->pool->huge,
 	};

@@ -10,6 +10,17 @@
  * an empty class is back-pressure (-ENOBUFS), never a new allocation.
  * Messages larger than the largest class get a dedicated mapping charged to
  * the same byte bound.
+ *
+ * The bound is exact: the classes' mappings (hugetlb pages rounded up to
+ * whole pages included) plus the dedicated mappings alive never exceed
+ * max_bytes. Half the bound is shared equally by the classes, the rest
+ * (and what the classes leave) is for dedicated mappings. A class whose
+ * share holds no buffer gets one if the bound keeps room for a second of
+ * that size, and is otherwise left empty: its sizes go to the next class
+ * that has buffers, or to a dedicated mapping. Hugetlb pages are used for
+ * a class only where its rounding to whole 2 MiB pages fits in the
+ * classes' half (xpi_pool_plan), so large buffers keep theirs; every
+ * class fits from about 20 MiB. XP_HUGEPAGES_ON with a smaller bound fails.
  */
 #ifndef XPI_POOL_H
 #define XPI_POOL_H
@@ -63,7 +74,7 @@ struct xpi_pool_class {
 struct xpi_pool {
 	struct xpi_pool_class cls[XPI_POOL_NCLASSES];
 	size_t max_bytes;
-	size_t reserved_bytes;        /* what the classes mapped */
+	size_t reserved_bytes;        /* what the classes mapped (<= max_bytes) */
 	_Atomic size_t large_bytes;   /* dedicated mappings now alive */
 	_Atomic int64_t large_in_use; /* how many of them */
 	struct xpi_reg_hook hooks[XPI_POOL_MAX_HOOKS];
@@ -71,9 +82,29 @@ struct xpi_pool {
 	bool huge;
 };
 
+/* How a pool bounded by @max_bytes lays out its classes. */
+struct xpi_pool_plan {
+	uint32_t count[XPI_POOL_NCLASSES]; /* buffers; 0: the class is empty */
+	/* Buffers on ordinary pages: the layout without hugetlb pages, and
+	 * where a class planned on them falls back to (no more than count). */
+	uint32_t ordinary[XPI_POOL_NCLASSES];
+	size_t len[XPI_POOL_NCLASSES]; /* bytes its mapping takes */
+	bool huge[XPI_POOL_NCLASSES];  /* on hugetlb pages (len whole 2 MiB pages) */
+};
+
+/* The layout of a pool bounded by @max_bytes, with hugetlb pages for the
+ * classes where they fit if @huge: the lengths never add up to more than
+ * @max_bytes. Pure. */
+void xpi_pool_plan(size_t max_bytes, bool huge, struct xpi_pool_plan *out);
+
 /*
- * Creates a pool bounded by @max_bytes (at least one buffer per class).
- * @hugepages is enum xp_hugepages. Returns 0, -EINVAL, -ENOMEM.
+ * Creates a pool bounded by @max_bytes, laid out as xpi_pool_plan says (a
+ * class planned on hugetlb pages falls back to ordinary ones if the host
+ * has none free, unless @hugepages is XP_HUGEPAGES_ON). Any bound is
+ * honoured; xp_init refuses bounds below XP_POOL_MIN_BYTES, too small for
+ * the transports. @hugepages is enum xp_hugepages. Returns 0, -EINVAL,
+ * -ENOMEM (also: XP_HUGEPAGES_ON and no free huge pages, or a bound too
+ * small for whole huge pages).
  */
 int xpi_pool_create(size_t max_bytes, int hugepages, struct xpi_pool **out);
 void xpi_pool_destroy(struct xpi_pool *pool);

@@ -19,7 +19,9 @@
 #ifndef XPI_SLOT_RING_H
 #define XPI_SLOT_RING_H
 
+#include <errno.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -175,6 +177,109 @@ static inline void xpi_slot_ring_read(struct xpi_slot_ring *r, const struct xpi_
 		memcpy(out + off, xpi_slot_ring_cont(r, pos)->data, n);
 		off += n;
 	}
+}
+
+/*
+ * --- a slot as a receiver in another process sees it ---
+ * Between processes the producer is not trusted: it may be buggy, or still
+ * writing. So the consumer copies a message's first slot out of shared
+ * memory once (after xpi_slot_ring_peek saw its sequence number), checks the
+ * copy with xpi_slot_parse and reads every field from the copy, never twice
+ * from the ring. The layout is the host's own (both ends run on one host):
+ * struct xpi_slot, read field by field at its offsets.
+ */
+struct xpi_slot_limits {
+	uint64_t inline_max;    /* longest inline payload the receiver accepts */
+	uint32_t rts_index_max; /* an RTS word's low 32 bits (its index) are below this */
+};
+
+/* A message's first slot, checked. */
+struct xpi_slot_msg {
+	uint8_t kind; /* XPI_MSG_INLINE or XPI_MSG_RTS: no pointers cross processes */
+	uint32_t comm;
+	uint32_t peer_seq;
+	uint64_t tag;
+	uint64_t len;    /* INLINE: <= inline_max; RTS: the rendezvous payload's length */
+	uint32_t nslots; /* slots the message takes, 1 to XPI_RING_SLOTS */
+	uint64_t word;   /* RTS: the sender's word (u.w[0]): gen << 32 | index */
+};
+
+/*
+ * Parses the first slot of a message from @len bytes at @buf (a copy of the
+ * slot) into @out: the kind must be INLINE or RTS, an inline payload at most
+ * @lim->inline_max bytes and no more slots than the ring has, an RTS index
+ * below @lim->rts_index_max. The communicator is the engine's to check.
+ * Returns 0, -EAGAIN if @len is less than one slot, or -EPROTO with *@why
+ * (if not NULL) saying what was wrong. Pure.
+ */
+static inline int xpi_slot_parse(const uint8_t *buf, size_t len, const struct xpi_slot_limits *lim,
+				 struct xpi_slot_msg *out, const char **why)
+{
+	const char *dummy;
+	if (why == NULL)
+		why = &dummy;
+	if (len < sizeof(struct xpi_slot))
+		return -EAGAIN;
+	struct xpi_slot_msg m;
+	m.kind = buf[offsetof(struct xpi_slot, kind)];
+	memcpy(&m.comm, buf + offsetof(struct xpi_slot, comm), sizeof(m.comm));
+	memcpy(&m.peer_seq, buf + offsetof(struct xpi_slot, peer_seq), sizeof(m.peer_seq));
+	memcpy(&m.tag, buf + offsetof(struct xpi_slot, tag), sizeof(m.tag));
+	memcpy(&m.len, buf + offsetof(struct xpi_slot, len), sizeof(m.len));
+	memcpy(&m.word, buf + offsetof(struct xpi_slot, u.w), sizeof(m.word));
+	m.nslots = 1;
+	switch (m.kind) {
+	case XPI_MSG_INLINE:
+		if (m.len > lim->inline_max) {
+			*why = "inline payload longer than the inline limit";
+			return -EPROTO;
+		}
+		/* len <= inline_max was checked first, so this cannot wrap. */
+		if (m.len >
+		    XPI_SLOT_HEAD_DATA + (uint64_t)(XPI_RING_SLOTS - 1) * XPI_SLOT_CONT_DATA) {
+			*why = "inline payload longer than the ring";
+			return -EPROTO;
+		}
+		m.nslots = xpi_slots_for(m.len);
+		m.word = 0;
+		break;
+	case XPI_MSG_RTS:
+		if ((uint32_t)m.word >= lim->rts_index_max) {
+			*why = "rendezvous announcement names no send (index out of range)";
+			return -EPROTO;
+		}
+		break;
+	default:
+		*why = "unknown message kind";
+		return -EPROTO;
+	}
+	*out = m;
+	return 0;
+}
+
+/*
+ * Consumer: copies the payload of the inline message @m, which starts at
+ * cons_pos and whose first slot's data bytes are @head (the checked copy),
+ * into @out (m->len bytes). Each continuation slot must carry its own
+ * position (its sequence number), or the producer never wrote it.
+ * Returns 0 or -EPROTO.
+ */
+static inline int xpi_slot_ring_gather(struct xpi_slot_ring *r, const struct xpi_slot_msg *m,
+				       const uint8_t head[XPI_SLOT_HEAD_DATA], uint8_t *out)
+{
+	uint64_t len = m->len;
+	memcpy(out, head, len < XPI_SLOT_HEAD_DATA ? len : XPI_SLOT_HEAD_DATA);
+	uint64_t off = XPI_SLOT_HEAD_DATA;
+	for (uint32_t pos = r->cons_pos + 1; off < len; pos++) {
+		struct xpi_slot_cont *c = xpi_slot_ring_cont(r, pos);
+		/* Relaxed: the acquire of the first slot's number ordered it. */
+		if (atomic_load_explicit(&c->seq, memory_order_relaxed) != pos + 1)
+			return -EPROTO;
+		uint64_t n = len - off < XPI_SLOT_CONT_DATA ? len - off : XPI_SLOT_CONT_DATA;
+		memcpy(out + off, c->data, n);
+		off += n;
+	}
+	return 0;
 }
 
 /*

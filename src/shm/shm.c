@@ -5,7 +5,9 @@
 #include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -378,47 +380,67 @@ static int pump_rx(struct xpi_shm *s, int src)
 
 #define POLL_BATCH 64
 
+/* What a peer may write to the ring it sends us messages on. */
+static const struct xpi_slot_limits shm_slot_limits = {
+	.inline_max = SHM_INLINE_MAX,
+	.rts_index_max = NRNDV,
+};
+
+static void ring_malformed(struct xpi_shm *s, int src, const char *why)
+{
+	char text[160];
+	snprintf(text, sizeof(text), "wrote a malformed message to shared memory (%s)", why);
+	s->peers[src].dead = true;
+	xpi_engine_peer_failed(s->ctx, src, -EPROTO, text);
+}
+
 static int poll_ring(struct xpi_shm *s, int src)
 {
 	struct xpi_slot_ring *r = &s->mine->rings[src];
 	struct xpi_slot *slot;
 	int n = 0;
 	for (; n < POLL_BATCH && (slot = xpi_slot_ring_peek(r)) != NULL; n++) {
+		/* One copy of the slot, checked and then used: the peer can
+		 * still write the shared memory, so nothing is read from it
+		 * twice (a length checked there could change before use). */
+		uint8_t copy[sizeof(*slot)];
+		memcpy(copy, slot, sizeof(copy));
+		struct xpi_slot_msg sm;
+		const char *why = NULL;
+		if (xpi_slot_parse(copy, sizeof(copy), &shm_slot_limits, &sm, &why) < 0) {
+			ring_malformed(s, src, why);
+			return n;
+		}
+		if (!xpi_engine_comm_valid(s->ctx, sm.comm)) {
+			ring_malformed(s, src, "unknown communicator");
+			return n;
+		}
 		struct xpi_msg m;
 		m.desc_len = 0; /* set field by field: the store is not cleared */
-		m.u.key.comm = slot->comm;
+		m.u.key.comm = sm.comm;
 		m.u.key.src = src;
-		m.u.key.tag = slot->tag;
+		m.u.key.tag = sm.tag;
 		m.u.key.mask = 0;
-		m.kind = slot->kind == XPI_MSG_RTS ? XPI_MSG_RTS : XPI_MSG_INLINE;
+		m.kind = sm.kind;
 		m.tl = (uint8_t)s->tl_index;
 		m.sized = false;
-		m.peer_seq = slot->peer_seq;
-		m.len = slot->len;
-		m.data = slot->u.data;
+		m.peer_seq = sm.peer_seq;
+		m.len = sm.len;
+		m.data = copy + offsetof(struct xpi_slot, u.data);
 		m.buf = NULL;
 		m.rndv = NULL;
-		uint32_t nslots = 1;
-		if (m.kind == XPI_MSG_RTS) {
+		if (sm.kind == XPI_MSG_RTS) {
 			/* The ids fit in the pointer: they travel with the message. */
-			m.rndv = (void *)(uintptr_t)slot->u.w[0];
-		} else {
-			if (slot->len > SHM_INLINE_MAX ||
-			    !xpi_engine_comm_valid(s->ctx, slot->comm)) {
-				s->peers[src].dead = true;
-				xpi_engine_peer_failed(
-					s->ctx, src, -EPROTO,
-					"wrote a malformed message to shared memory");
+			m.rndv = (void *)(uintptr_t)sm.word;
+		} else if (sm.nslots > 1) {
+			if (xpi_slot_ring_gather(r, &sm, m.data, s->scratch) < 0) {
+				ring_malformed(s, src, "a continuation slot was never written");
 				return n;
 			}
-			nslots = xpi_slots_for(slot->len);
-			if (nslots > 1) {
-				xpi_slot_ring_read(r, slot, s->scratch);
-				m.data = s->scratch;
-			}
+			m.data = s->scratch;
 		}
 		xpi_engine_deliver(s->ctx, &m);
-		r->cons_pos += nslots;
+		r->cons_pos += sm.nslots;
 	}
 	xpi_slot_ring_publish_head(r, n < POLL_BATCH, s->ctx->peers[src].eager_returned);
 	return n;

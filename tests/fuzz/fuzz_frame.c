@@ -3,7 +3,7 @@
  * libFuzzer target for the frame header parser (src/core/wire.c): any
  * bytes must either parse into a frame that packs back to the same bytes,
  * or be refused with -EPROTO / -EAGAIN; never crash or read past @size.
- * Built with clang -fsanitize=fuzzer when available; replay_frame.c runs
+ * Built with clang -fsanitize=fuzzer when available; replay.c runs
  * the corpus in ordinary builds.
  */
 #include <errno.h>
@@ -11,9 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "replay.h"
 #include "core/wire.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
