@@ -25,24 +25,42 @@ for pattern in "${!owner[@]}"; do
 		fail=1
 	done < <(git grep -nE "#include <${pattern}" -- include src perf | grep -v "^$dir/")
 done
-# Backends never include each other; the core includes no backend.
-for dir in src/*/; do
-	dir=${dir%/}
-	name=${dir#src/}
-	[[ $name == core ]] && continue # every backend builds on the core
-	while IFS= read -r hit; do
-		[[ -z $hit ]] && continue
-		file=${hit%%:*}
-		case $file in
-		"$dir"/*) ;;                   # a backend's own files
-		src/core/init.c) ;;            # the bootstrap starts the backends
-		*)
-			echo "lint: $hit: $file must not include $name's headers"
-			fail=1
-			;;
-		esac
-	done < <(git grep -nE "#include \"(\.\./)?$name/" -- src)
-done
+# The layers (docs/ARCHITECTURE.md), by directory: each may include only the
+# layers below it.
+#   core      the engine                          includes: core
+#   select    capability cards, selection        includes: core, select
+#   job       forming a job, xp_init, registry   includes: core, select, job,
+#             and inproc/ (a job of one rank is a local job)
+#   backends  src/<name>/                         includes: core, select, job, itself
+# Backends never include each other.
+layer_may_include() { # $1: including directory, $2: included directory
+	local from=$1 to=$2
+	[[ $from == "$to" || $to == core ]] && return 0
+	case $from in
+	core) return 1 ;;
+	select) return 1 ;;
+	job) [[ $to == select || $to == inproc ]] ;;
+	*) [[ $to == select || $to == job ]] ;;
+	esac
+}
+while IFS= read -r hit; do
+	[[ -z $hit ]] && continue
+	file=${hit%%:*}
+	from=${file#src/}
+	from=${from%%/*}
+	inc=$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"${hit#*:*:}")
+	# Where the include points: "../dir/x.h" or, within a directory, "x.h".
+	if [[ $inc == ../*/* ]]; then
+		to=${inc#../}
+		to=${to%%/*}
+	else
+		to=$from
+	fi
+	if ! layer_may_include "$from" "$to"; then
+		echo "lint: $hit: src/$from must not include src/$to's headers"
+		fail=1
+	fi
+done < <(git grep -nE '#include "' -- 'src/*.c' 'src/*.h')
 
 # 2. Formatting.
 mapfile -t files < <(git ls-files '*.c' '*.h' '*.cpp')

@@ -32,10 +32,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/auth.h"
-#include "core/bootstrap.h"
+#include "job/auth.h"
+#include "job/bootstrap.h"
 #include "core/clock.h"
-#include "core/sock.h"
+#include "job/sock.h"
 #include "testutil.h"
 
 #define CHILD_ALARM_S 60

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Capability cards (src/core/card.c) and lane selection (src/core/select.c)
+ * Capability cards (src/select/card.c) and lane selection (src/select/select.c)
  * as pure functions: hand-written pairs with known answers; the wire form's
  * compatibility rules (unknown entries, longer entries, longer headers) and
  * its refusals; then thousands of random card pairs checked against the
@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/card.h"
-#include "core/select.h"
+#include "select/card.h"
+#include "select/select.h"
 #include "testutil.h"
 
 #define PAIRS 20000

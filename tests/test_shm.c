@@ -65,7 +65,7 @@
 #include <unistd.h>
 
 #include "xport/xport.h"
-#include "core/bootstrap.h"
+#include "job/bootstrap.h"
 #include "mproc.h"
 #include "testutil.h"
 #include "pattern.h"

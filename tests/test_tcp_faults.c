@@ -40,7 +40,7 @@
 #include "xport/xport.h"
 #include "core/clock.h"
 #include "core/engine.h"
-#include "core/sock.h"
+#include "job/sock.h"
 #include "core/wire.h"
 #include "mproc.h"
 #include "testutil.h"

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/bootstrap.h"
+#include "job/bootstrap.h"
 
 static int env_int(const char *name)
 {

@@ -7,7 +7,7 @@
  * Each rank gets XP_RANK, XP_SIZE, XP_ADDR=127.0.0.1:<port> and XP_JOB_KEY
  * (32 random hex digits, or K). xprun binds the rendezvous port itself
  * before starting anyone and hands the socket to rank 0
- * (XP_BOOT_LISTEN_FD, see src/core/bootstrap.h): no race for a free port,
+ * (XP_BOOT_LISTEN_FD, see src/job/bootstrap.h): no race for a free port,
  * and ranks that connect before rank 0 runs wait in its backlog.
  *
  * Output: every line a rank writes to stdout or stderr comes out on xprun's

@@ -360,10 +360,6 @@ const struct xpi_reg *xpi_reg_find(const xp_context_t *ctx, const void *buf, siz
 struct xpi_msg *xpi_msg_alloc(xp_context_t *ctx);
 void xpi_msg_free(xp_context_t *ctx, struct xpi_msg *m);
 
-/* --- out of band, for ranks of a networked job (oob.c) --- */
-int xpi_oob_boot_barrier(xp_context_t *ctx);
-int xpi_oob_boot_allgather(xp_context_t *ctx, const void *mine, size_t len, void *all);
-
 /* --- logging of failures --- */
 void xpi_set_thread_detail(const char *text);
 

@@ -2,20 +2,8 @@
 /* Out-of-band barrier and allgather, and which transport serves a peer. */
 #include <errno.h>
 
-#include "bootstrap.h"
 #include "compiler.h"
 #include "engine.h"
-
-/* For ranks of a networked job: through the bootstrap's connections. */
-int xpi_oob_boot_barrier(xp_context_t *ctx)
-{
-	return xpi_boot_barrier(ctx->boot);
-}
-
-int xpi_oob_boot_allgather(xp_context_t *ctx, const void *mine, size_t len, void *all)
-{
-	return xpi_boot_allgather(ctx->boot, mine, len, all);
-}
 
 XPI_EXPORT int xp_oob_barrier(xp_context_t *ctx)
 {

@@ -15,9 +15,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "../core/backend.h"
-#include "../core/bootstrap.h"
-#include "../core/card.h"
+#include "../job/backend.h"
+#include "../job/bootstrap.h"
+#include "../select/card.h"
 #include "../core/config.h"
 #include "../core/log.h"
 #include "shm.h"

@@ -15,13 +15,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../core/auth.h"
-#include "../core/backend.h"
-#include "../core/bootstrap.h"
-#include "../core/card.h"
+#include "../job/auth.h"
+#include "../job/backend.h"
+#include "../job/bootstrap.h"
+#include "../select/card.h"
 #include "../core/clock.h"
 #include "../core/log.h"
-#include "../core/sock.h"
+#include "../job/sock.h"
 #include "tcp.h"
 #include "tcp_setup.h"
 

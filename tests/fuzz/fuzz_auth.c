@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for the job-key handshake's messages (src/core/auth.c):
+ * libFuzzer target for the job-key handshake's messages (src/job/auth.c):
  * the input is what a peer sends, a 32-byte hello and then its 8-byte
  * proof. A hello must either parse (only with the magic and enough bytes)
  * and write back to the same bytes, or be refused; the check against our
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "replay.h"
-#include "core/auth.h"
+#include "job/auth.h"
 
 /* The key and our side of the handshake: rank 1 of 4 (the corpus's hellos
  * and proofs are made with these). */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for the bootstrap's control message header
- * (src/core/bootstrap.c, xpi_boot_hdr_parse): any bytes must either parse
+ * (src/job/bootstrap.c, xpi_boot_hdr_parse): any bytes must either parse
  * into a header that writes back to the same 16 bytes, with a known op and
  * an abort's code and text length in range, or be refused with -EPROTO and
  * a reason (-EAGAIN only when fewer than 16 bytes came); never crash or read
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "replay.h"
-#include "core/bootstrap.h"
+#include "job/bootstrap.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

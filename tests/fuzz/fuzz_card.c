@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for the capability card parser (src/core/card.c): any
+ * libFuzzer target for the capability card parser (src/select/card.c): any
  * bytes must either parse into a card that packs and parses back to an
  * equal card, or be refused with -EPROTO and a reason; never crash or read
  * past @size. A parsed card must also select lanes with itself the same
@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "replay.h"
-#include "core/card.h"
-#include "core/select.h"
+#include "select/card.h"
+#include "select/select.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "core/card.h"
+#include "select/card.h"
 #include "replay.h"
 
 /* Card @i of a few shapes: empty, one TCP entry, all four with lists. */

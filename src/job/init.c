@@ -14,12 +14,12 @@
 #include "../inproc/job.h"
 #include "backend.h"
 #include "bootstrap.h"
-#include "card.h"
-#include "select.h"
-#include "compiler.h"
-#include "engine.h"
-#include "log.h"
-#include "self.h"
+#include "../select/card.h"
+#include "../select/select.h"
+#include "../core/compiler.h"
+#include "../core/engine.h"
+#include "../core/log.h"
+#include "../core/self.h"
 
 static int init_singleton(const struct xpi_config *cfg, xp_context_t **out)
 {
@@ -228,6 +228,18 @@ static int attach_transports(xp_context_t *ctx, struct xpi_boot *boot, struct ne
 	return rc;
 }
 
+/* Out of band, for ranks of a networked job: through the bootstrap's
+ * connections (xp_oob_barrier and xp_oob_allgather dispatch here). */
+static int oob_boot_barrier(xp_context_t *ctx)
+{
+	return xpi_boot_barrier(ctx->boot);
+}
+
+static int oob_boot_allgather(xp_context_t *ctx, const void *mine, size_t len, void *all)
+{
+	return xpi_boot_allgather(ctx->boot, mine, len, all);
+}
+
 static int init_networked(const struct xpi_config *cfg, struct xpi_boot *boot, xp_context_t **out)
 {
 	xp_context_t *ctx;
@@ -237,8 +249,8 @@ static int init_networked(const struct xpi_config *cfg, struct xpi_boot *boot, x
 		return rc;
 	}
 	ctx->boot = boot;
-	ctx->oob_barrier = xpi_oob_boot_barrier;
-	ctx->oob_allgather = xpi_oob_boot_allgather;
+	ctx->oob_barrier = oob_boot_barrier;
+	ctx->oob_allgather = oob_boot_allgather;
 	struct negotiation ng = { 0 };
 	rc = xpi_self_attach(ctx);
 	if (rc == 0)

@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "../core/clock.h"
 #include "sock.h"
 
 int64_t xpi_deadline_in(int timeout_ms)

@@ -7,9 +7,9 @@
 #include <sys/random.h>
 
 #include "auth.h"
-#include "engine.h"
-#include "log.h"
-#include "siphash.h"
+#include "../core/engine.h"
+#include "../core/log.h"
+#include "../core/siphash.h"
 #include "sock.h"
 
 static const uint8_t hello_magic[4] = { 'X', 'P', 'A', 'U' };

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "card.h"
-#include "siphash.h"
-#include "le.h"
+#include "../core/siphash.h"
+#include "../core/le.h"
 
 static bool tl_type_known(uint8_t type)
 {

@@ -14,9 +14,9 @@
 
 #include "auth.h"
 #include "bootstrap.h"
-#include "compiler.h"
-#include "engine.h"
-#include "log.h"
+#include "../core/compiler.h"
+#include "../core/engine.h"
+#include "../core/log.h"
 #include "sock.h"
 
 #define MAX_JOB_SIZE (1 << 24) /* as xp_init accepts */

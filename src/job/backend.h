@@ -3,7 +3,7 @@
  * The backend registry: how xp_init finds, describes and starts the
  * transports of a networked job, without knowing any of them. Each backend
  * defines one `const struct xpi_backend` in its own directory; the one table
- * that lists them (src/core/backends.c, one line each, in meson one block
+ * that lists them (src/job/backends.c, one line each, in meson one block
  * each) is the only place that names them. Adding a backend touches its
  * directory, that line and that block.
  *
@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "engine.h"
+#include "../core/engine.h"
 
 struct xpi_boot;
 struct xpi_card_tl;
