@@ -263,8 +263,16 @@ static void test_registration_hook(void)
 	T_CHECK(xpi_buf_handle(b, 0) != NULL);
 	xpi_buf_put(b);
 	T_EQ(log.regs, XPI_POOL_NCLASSES); /* no registration per get */
-	/* A large buffer is registered when mapped and deregistered when freed. */
+	/* A large buffer is registered only when a backend asks for its key,
+	 * once, and deregistered when freed; one nobody asked for costs none. */
 	T_OK(xpi_pool_get(pool, 2 * MiB, &b));
+	T_EQ(log.regs, XPI_POOL_NCLASSES);
+	xpi_buf_put(b);
+	T_EQ(log.deregs, 0);
+	T_OK(xpi_pool_get(pool, 2 * MiB, &b));
+	void *handle = xpi_buf_handle(b, 0);
+	T_CHECK(handle != NULL);
+	T_CHECK(xpi_buf_handle(b, 0) == handle);
 	T_EQ(log.regs, XPI_POOL_NCLASSES + 1);
 	xpi_buf_put(b);
 	T_EQ(log.deregs, 1);

@@ -235,18 +235,11 @@ static int get_large(struct xpi_pool *pool, size_t size, struct xp_buf **out)
 	b->data = mem;
 	b->cap = len;
 	b->cls = XPI_POOL_LARGE_CLASS;
-	int nhooks = atomic_load(&pool->nhooks);
-	for (int h = 0; h < nhooks; h++) {
-		int rc = pool->hooks[h].reg(pool->hooks[h].arg, mem, len, &b->large_handles[h]);
-		if (rc < 0) {
-			while (--h >= 0)
-				pool->hooks[h].dereg(pool->hooks[h].arg, b->large_handles[h]);
-			munmap(mem, len);
-			free(b);
-			atomic_fetch_sub(&pool->large_bytes, len);
-			return rc;
-		}
-	}
+	/* Not registered here: most large pooled receives are copied into by a
+	 * transport that needs no key, and registering (pinning) a mapping of
+	 * megabytes with every backend on every get would cost more than the
+	 * copy. xpi_buf_handle() registers with the one backend that asks. */
+	b->large_registered = 0;
 	atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&pool->large_in_use, 1, memory_order_relaxed);
 	*out = b;
@@ -286,7 +279,7 @@ void xpi_buf_put(struct xp_buf *b)
 		atomic_fetch_sub_explicit(&pool->large_in_use, 1, memory_order_relaxed);
 		int nhooks = atomic_load(&pool->nhooks);
 		for (int h = 0; h < nhooks; h++)
-			if (pool->hooks[h].dereg != NULL)
+			if ((b->large_registered & (1u << h)) != 0 && pool->hooks[h].dereg != NULL)
 				pool->hooks[h].dereg(pool->hooks[h].arg, b->large_handles[h]);
 		munmap(b->data, b->cap);
 		atomic_fetch_sub(&pool->large_bytes, b->cap);
@@ -325,13 +318,19 @@ int xpi_buf_view(struct xp_buf *parent, uint8_t *data, size_t len, struct xp_buf
 	return 0;
 }
 
-void *xpi_buf_handle(const struct xp_buf *b, int hook)
+void *xpi_buf_handle(struct xp_buf *b, int hook)
 {
-	if (hook < 0 || hook >= XPI_POOL_MAX_HOOKS)
+	if (hook < 0 || hook >= atomic_load(&b->pool->nhooks))
 		return NULL;
 	if (b->cls == XPI_POOL_VIEW_CLASS)
 		return xpi_buf_handle(b->parent, hook);
-	if (b->cls == XPI_POOL_LARGE_CLASS)
-		return b->large_handles[hook];
-	return b->pool->cls[b->cls].handles[hook];
+	if (b->cls != XPI_POOL_LARGE_CLASS)
+		return b->pool->cls[b->cls].handles[hook];
+	if ((b->large_registered & (1u << hook)) == 0) {
+		const struct xpi_reg_hook *h = &b->pool->hooks[hook];
+		if (h->reg(h->arg, b->data, b->cap, &b->large_handles[hook]) < 0)
+			return NULL;
+		b->large_registered |= 1u << hook;
+	}
+	return b->large_handles[hook];
 }

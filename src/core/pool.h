@@ -58,6 +58,7 @@ struct xp_buf {
 	uint8_t cls;                             /* class, XPI_POOL_LARGE_CLASS or _VIEW_CLASS */
 	struct xp_buf *parent;                   /* a view's: whose memory it shows */
 	void *large_handles[XPI_POOL_MAX_HOOKS]; /* registrations of a large buffer */
+	uint32_t large_registered;               /* which of them exist (1 << hook) */
 };
 
 struct xpi_pool_class {
@@ -136,8 +137,13 @@ void xpi_buf_put(struct xp_buf *b);
  */
 int xpi_buf_view(struct xp_buf *parent, uint8_t *data, size_t len, struct xp_buf **out);
 
-/* The registration handle of the buffer for hook number @hook. */
-void *xpi_buf_handle(const struct xp_buf *b, int hook);
+/*
+ * The registration handle of the buffer for hook number @hook (a transport's
+ * index in its context), or NULL. A large buffer is registered with that
+ * hook on the first call, by whoever holds the buffer, and deregistered
+ * when it is freed: only the backend that needs a key pays for one.
+ */
+void *xpi_buf_handle(struct xp_buf *b, int hook);
 
 size_t xpi_pool_largest_class(const struct xpi_pool *pool);
 
