@@ -2,13 +2,14 @@
 /*
  * Lengths beyond XP_MSG_MAX are refused, from the caller and from the wire.
  * xp_isend and xp_irecv once took SIZE_MAX, 2^63 and 2^62 as they were,
- * and an RTS frame's length was not checked at all, so a length plus a
- * header could wrap. Bad arguments say what was wrong in xp_error_detail().
+ * and neither a TCP RTS frame's length nor a shared-memory announcement's
+ * was checked at all, so a length plus a header could wrap. Bad arguments say what was wrong in xp_error_detail().
  */
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "core/slot_ring.h"
 #include "core/wire.h"
 #include "xport/xport.h"
 #include "testutil.h"
@@ -68,9 +69,24 @@ static void test_wire_lengths(void)
 	}
 }
 
+/* So is a shared-memory announcement of more than XP_MSG_MAX. */
+static void test_slot_lengths(void)
+{
+	struct xpi_slot slot = { .kind = XPI_MSG_RTS, .len = UINT64_MAX };
+	const struct xpi_slot_limits lim = { .inline_max = 4096, .rts_index_max = 16 };
+	struct xpi_slot_msg m;
+	const char *why = NULL;
+	T_EQ(xpi_slot_parse((const uint8_t *)&slot, sizeof(slot), &lim, &m, &why), -EPROTO);
+	T_CHECK(why != NULL && strstr(why, "XP_MSG_MAX") != NULL);
+	slot.len = XP_MSG_MAX;
+	T_OK(xpi_slot_parse((const uint8_t *)&slot, sizeof(slot), &lim, &m, &why));
+	T_EQ(m.len, XP_MSG_MAX);
+}
+
 int main(void)
 {
 	T_RUN(test_wire_lengths);
+	T_RUN(test_slot_lengths);
 	fprintf(stderr, "-- api lengths\n");
 	return xp_local_run(2, NULL, body, NULL) == 0 ? 0 : 1;
 }

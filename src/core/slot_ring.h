@@ -248,6 +248,10 @@ static inline int xpi_slot_parse(const uint8_t *buf, size_t len, const struct xp
 			*why = "rendezvous announcement names no send (index out of range)";
 			return -EPROTO;
 		}
+		if (m.len > XP_MSG_MAX) { /* so no length from the peer can wrap */
+			*why = "rendezvous length beyond XP_MSG_MAX";
+			return -EPROTO;
+		}
 		break;
 	default:
 		*why = "unknown message kind";
