@@ -13,6 +13,11 @@
  *              one thread waits 3 s for a message that never comes while
  *              another thread of the rank calls xp_oob_barrier: the barrier
  *              must not wait for the wait (it did: 3 s, the whole wait).
+ *   inproc     two ranks as threads: a receive waits 300 ms for its message,
+ *              and a rendezvous send 300 ms for its receive (the receiver's
+ *              thread completes it). Both sleep and are woken by the event
+ *              (they used to yield the CPU in a loop: in-process rings could
+ *              not wake a sleeper).
  *   timer      a timer armed on the engine fires while xp_wait sleeps, at
  *              or after its deadline and before the message that ends the
  *              wait.
@@ -81,6 +86,42 @@ static int mixed(xp_context_t *ctx)
 	expect_route(ctx, me == 2 ? 0 : 2, "tcp");
 	late_message(ctx, 0, "shm");
 	late_message(ctx, 2, "tcp");
+	return 0;
+}
+
+/* Sleeps and wake-ups of @ctx across @call, which must end by an event. */
+#define EXPECT_WOKEN(ctx, what, call)                                                              \
+	do {                                                                                       \
+		uint64_t _s = atomic_load(&(ctx)->st_sleeps);                                      \
+		uint64_t _e = atomic_load(&(ctx)->st_sleep_events);                                \
+		T_OK(call);                                                                        \
+		_s = atomic_load(&(ctx)->st_sleeps) - _s;                                          \
+		_e = atomic_load(&(ctx)->st_sleep_events) - _e;                                    \
+		fprintf(stderr, "   %s: %llu sleeps, %llu ended by an event\n", what,              \
+			(unsigned long long)_s, (unsigned long long)_e);                           \
+		T_CHECK(_s >= 1 && _s <= 30 && _e >= 1);                                           \
+	} while (0)
+
+static int inproc_body(xp_context_t *ctx, void *arg)
+{
+	(void)arg;
+	xp_comm_t *w = xp_comm_world(ctx);
+	enum { BIG = 1 << 20 };
+	uint8_t *buf = calloc(1, BIG);
+	int v = 7;
+	T_OK(xp_oob_barrier(ctx));
+	if (xp_rank(ctx) == 0) {
+		sleep_ms(300);
+		T_OK(xp_send(w, &v, sizeof(v), 1, 1));
+		EXPECT_WOKEN(ctx, "inproc rendezvous send, receive 300 ms late",
+			     xp_send(w, buf, BIG, 1, 2));
+	} else {
+		EXPECT_WOKEN(ctx, "inproc receive, message 300 ms late",
+			     xp_recv(w, &v, sizeof(v), 0, 1, XP_TAG_EXACT, NULL));
+		sleep_ms(300);
+		T_OK(xp_recv(w, buf, BIG, 0, 2, XP_TAG_EXACT, NULL));
+	}
+	free(buf);
 	return 0;
 }
 
@@ -194,10 +235,12 @@ static void env(int rank, void *arg)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s mixed|oob-shm|oob-tcp|timer\n", argv[0]);
+		fprintf(stderr, "usage: %s mixed|oob-shm|oob-tcp|timer|inproc\n", argv[0]);
 		return 2;
 	}
 	section = argv[1];
+	if (strcmp(section, "inproc") == 0)
+		return xp_local_run(2, NULL, inproc_body, NULL) == 0 ? 0 : 1;
 	int n = strcmp(section, "mixed") == 0 ? 3 : 2;
 	return mproc_run(n, body, NULL, 60, env, NULL) == 0 ? 0 : 1;
 }

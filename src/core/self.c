@@ -33,7 +33,6 @@ int xpi_local_rndv_fetch(void *tl, struct xpi_msg *msg, void *dst, size_t cap, x
 {
 	(void)dst_reg; /* one copy from the sender's buffer */
 	(void)tl;
-	(void)rreq;
 	xp_request_t *sreq = msg->rndv;
 	int expected = XPI_RNDV_PENDING;
 	if (!atomic_compare_exchange_strong(&sreq->rndv_state, &expected, XPI_RNDV_CLAIMED)) {
@@ -42,8 +41,15 @@ int xpi_local_rndv_fetch(void *tl, struct xpi_msg *msg, void *dst, size_t cap, x
 	}
 	if (cap != 0)
 		memcpy(dst, sreq->buf, cap); /* the one copy of a rendezvous message */
+	/* The send completes on this thread, not its rank's: a thread of that
+	 * rank asleep waiting for it must be woken (read the context first,
+	 * the request may be freed the moment it completes). */
+	xp_context_t *sender = sreq->ctx;
 	xpi_request_complete(sreq, 0);
 	xpi_request_put(sreq);
+	if (sender != rreq->ctx &&
+	    xpi_unlikely(atomic_load_explicit(&sender->sleepers, memory_order_seq_cst) != 0))
+		xpi_engine_wake(sender);
 	return 0;
 }
 

@@ -54,6 +54,18 @@ static struct xpi_slot *slot_claim(struct xpi_inproc *ip, int peer, uint32_t nsl
 	return xpi_slot_ring_claim(&ring->r, nslots);
 }
 
+/* Wakes @peer if a thread of it sleeps. The fence orders the slot we just
+ * published before the look at its sleeper count; a sleeper counts itself
+ * before it looks at its rings (inproc_sleep_prepare), so one of the two
+ * always sees the other. */
+static void notify(struct xpi_inproc *ip, int peer)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (xpi_unlikely(atomic_load_explicit(&ip->job->tls[peer].sleeping, memory_order_relaxed) !=
+			 0))
+		xpi_engine_wake(ip->job->ctxs[peer]);
+}
+
 static int inproc_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, const void *data)
 {
 	struct xpi_inproc *ip = tlp;
@@ -76,12 +88,14 @@ static int inproc_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, c
 	if (inline_) {
 		xpi_slot_ring_write(&ring->r, s, data, h->len);
 		xpi_slot_ring_publish(&ring->r, s, h, XPI_MSG_INLINE, nslots);
+		notify(ip, peer);
 		return 0;
 	}
 	memcpy(b->data, data, h->len);
 	b->len = h->len;
 	s->u.buf = b;
 	xpi_slot_ring_publish(&ring->r, s, h, XPI_MSG_BUF, 1);
+	notify(ip, peer);
 	return 0;
 }
 
@@ -100,6 +114,7 @@ static int inproc_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_
 	xpi_request_get(sreq); /* dropped when the receiver fetches or drops it */
 	s->u.sreq = sreq;
 	xpi_slot_ring_publish(&ring->r, s, h, XPI_MSG_RTS, 1);
+	notify(ip, peer); /* @sreq may be complete and gone now: not touched */
 	return 0;
 }
 
@@ -148,6 +163,37 @@ static int inproc_progress(void *tlp)
 	for (int i = 0; i < ip->nin; i++)
 		n += poll_ring(ip, ip->in[i]);
 	return n;
+}
+
+/*
+ * The rank's own wake fd, which every sleep polls, is the doorbell: senders
+ * write it (notify) once they see the sleeper count. Nothing of ours to add
+ * to the set, so 0 descriptors, unless a message is already waiting. Sends
+ * that wait for room in a full ring are retried only by progress: while
+ * there are any, the waiter yields instead of sleeping.
+ */
+static int inproc_sleep_prepare(void *tlp, struct pollfd *fds, int max)
+{
+	struct xpi_inproc *ip = tlp;
+	(void)fds;
+	(void)max;
+	if (ip->ctx->npending != 0 || ip->ctx->wake_fd < 0)
+		return -ENOTSUP;
+	atomic_fetch_add(&ip->sleeping, 1); /* seq_cst: before the looks below */
+	bool waiting = xpi_mpsc_maybe_nonempty(&ip->ctx->cmdq);
+	for (int i = 0; i < ip->nin && !waiting; i++)
+		waiting = xpi_slot_ring_peek(&ip->in[i]->r) != NULL;
+	if (waiting) {
+		atomic_fetch_sub(&ip->sleeping, 1);
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+static void inproc_sleep_done(void *tlp)
+{
+	struct xpi_inproc *ip = tlp;
+	atomic_fetch_sub(&ip->sleeping, 1);
 }
 
 static void inproc_destroy(void *tlp)
@@ -203,8 +249,8 @@ const struct xpi_tl_ops xpi_inproc_ops = {
 	.rndv_fetch = xpi_local_rndv_fetch,
 	.msg_release = xpi_local_msg_release,
 	.progress = inproc_progress,
-	.sleep_prepare = xpi_tl_sleep_prepare_none,
-	.sleep_done = xpi_tl_sleep_done_none,
+	.sleep_prepare = inproc_sleep_prepare,
+	.sleep_done = inproc_sleep_done,
 	.tx_pending = xpi_tl_tx_pending_none,
 	.destroy = inproc_destroy,
 };

@@ -18,6 +18,10 @@ struct xpi_inproc {
 	struct xpi_ring **in;  /* incoming rings this rank polls; its owner */
 	int nin;
 	uint8_t *scratch; /* a long inline payload, gathered from its slots */
+	/* Threads of this rank asleep (or about to be) in the engine's sleep:
+	 * a sender that sees it non-zero after publishing wakes the rank's
+	 * wake fd (inproc_sleep_prepare). */
+	_Alignas(64) _Atomic int sleeping;
 	/* Registrations this rank's backend holds, and rendezvous sends that
 	 * found one (tests read these to see the hooks at work). */
 	_Atomic int64_t regs_live;
