@@ -224,6 +224,12 @@ int xp_test(xp_request_t **req, xp_status_t *status);
  * and the log) naming this rank, the peer, the tag and the communicator.
  * Either way the request is freed and *@req set to NULL; @status is written
  * whenever the operation completed. Returns 0 or the operation's code.
+ *
+ * The waiting thread drives the rank's progress: it spins a while, then
+ * sleeps until any of the rank's transports has an event (one sleep over
+ * all of them), the deadline passes, or another thread of the rank finishes
+ * work. Other threads of the rank may post, test, cancel and call the
+ * out-of-band functions meanwhile; they never wait for this wait to end.
  */
 int xp_wait(xp_request_t **req, int timeout_ms, xp_status_t *status);
 

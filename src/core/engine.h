@@ -256,11 +256,13 @@ void xpi_engine_submit(xp_context_t *ctx, struct xpi_cmd *cmd);
  * Sleeps until any transport of the rank has an event, another thread hands
  * work over or finishes some, a timer is due, or @until_ns (xpi_now_ns)
  * passes: one ppoll over every transport's descriptors and the wake fd.
+ * Does not sleep if @r (the request waited for, or NULL) is complete once
+ * this thread counts as a sleeper.
  * The caller holds the token; it is given back for the sleep (other
  * threads of the rank run meanwhile) and not held on return. Returns true
  * if it slept (or yielded), false if an event was already waiting.
  */
-bool xpi_engine_sleep(xp_context_t *ctx, int64_t until_ns);
+bool xpi_engine_sleep(xp_context_t *ctx, int64_t until_ns, const xp_request_t *r);
 /* Wakes the sleepers of the rank, once per sleep (any thread). */
 void xpi_engine_wake(xp_context_t *ctx);
 /* The wake fd, made with the context and closed with it. 0 or <0. */

@@ -47,9 +47,14 @@ int xpi_local_rndv_fetch(void *tl, struct xpi_msg *msg, void *dst, size_t cap, x
 	xp_context_t *sender = sreq->ctx;
 	xpi_request_complete(sreq, 0);
 	xpi_request_put(sreq);
-	if (sender != rreq->ctx &&
-	    xpi_unlikely(atomic_load_explicit(&sender->sleepers, memory_order_seq_cst) != 0))
-		xpi_engine_wake(sender);
+	/* Ordered after the completion by the sleeper's barrier (the
+	 * in-process sleep_prepare's membarrier) or, without it, this fence. */
+	if (sender != rreq->ctx) {
+		atomic_thread_fence(memory_order_seq_cst);
+		if (xpi_unlikely(atomic_load_explicit(&sender->sleepers, memory_order_relaxed) !=
+				 0))
+			xpi_engine_wake(sender);
+	}
 	return 0;
 }
 

@@ -38,20 +38,25 @@ static void sleep_done(xp_context_t *ctx, const bool *armed)
 			ctx->tls[i].ops->sleep_done(ctx->tls[i].tl);
 }
 
-bool xpi_engine_sleep(xp_context_t *ctx, int64_t until_ns)
+bool xpi_engine_sleep(xp_context_t *ctx, int64_t until_ns, const xp_request_t *r)
 {
 	struct pollfd fds[SLEEP_MAX_FDS];
 	bool armed[XPI_MAX_TL] = { false };
 	bool wakeable = ctx->wake_fd >= 0;
 	int n = 0;
+	/* Counted as a sleeper before anything is looked at: a thread that
+	 * finishes work for us from now on writes the wake fd (a spurious
+	 * wake-up at worst), and one that finished before is seen below. */
+	atomic_store_explicit(&ctx->wake_sent, 0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ctx->sleepers, 1, memory_order_seq_cst);
 	if (wakeable)
 		fds[n++] = (struct pollfd){ .fd = ctx->wake_fd, .events = POLLIN };
+	bool busy = false;
 	for (int i = 0; i < ctx->ntls && wakeable; i++) {
 		int k = ctx->tls[i].ops->sleep_prepare(ctx->tls[i].tl, fds + n, SLEEP_MAX_FDS - n);
 		if (k == -EAGAIN) { /* it has events now: no sleep */
-			sleep_done(ctx, armed);
-			xpi_owner_release_quiet(ctx);
-			return false;
+			busy = true;
+			break;
 		}
 		if (k < 0) {
 			wakeable = false; /* it cannot wake us: only yield */
@@ -63,16 +68,18 @@ bool xpi_engine_sleep(xp_context_t *ctx, int64_t until_ns)
 	int64_t until = xpi_timer_next(ctx);
 	if (until_ns < until)
 		until = until_ns;
-
-	atomic_store_explicit(&ctx->wake_sent, 0, memory_order_relaxed);
-	atomic_fetch_add_explicit(&ctx->sleepers, 1, memory_order_seq_cst);
 	/* Work handed over while we prepared: run it (xpi_owner_release
 	 * does) and do not sleep on it. */
-	bool ran = xpi_owner_release_quiet(ctx) > 0;
+	busy |= xpi_owner_release_quiet(ctx) > 0;
+	/* Pairs with the seq_cst release of whoever completes @r (or the
+	 * transport's own barrier in sleep_prepare, in-process): finished
+	 * before we counted ourselves, it is seen here. */
+	atomic_thread_fence(memory_order_seq_cst);
+	busy |= r != NULL && xpi_request_done(r);
 	int64_t now = xpi_now_ns();
-	if (!wakeable) {
+	if (!busy && !wakeable) {
 		sched_yield();
-	} else if (!ran && until > now) {
+	} else if (!busy && until > now) {
 		int64_t ns = until - now;
 		struct timespec ts = { .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 };
 		atomic_fetch_add_explicit(&ctx->st_sleeps, 1, memory_order_relaxed);
@@ -80,13 +87,13 @@ bool xpi_engine_sleep(xp_context_t *ctx, int64_t until_ns)
 			atomic_fetch_add_explicit(&ctx->st_sleep_events, 1, memory_order_relaxed);
 	}
 	atomic_fetch_sub_explicit(&ctx->sleepers, 1, memory_order_seq_cst);
-	if (wakeable && (fds[0].revents & POLLIN) != 0) {
+	if (n > 0 && (fds[0].revents & POLLIN) != 0) {
 		uint64_t count;
-		ssize_t r = read(ctx->wake_fd, &count, sizeof(count));
-		(void)r;
+		ssize_t rd = read(ctx->wake_fd, &count, sizeof(count));
+		(void)rd;
 	}
 	sleep_done(ctx, armed);
-	return true;
+	return !busy;
 }
 
 int xpi_engine_sleep_init(xp_context_t *ctx)

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The in-process transport's ops (see inproc.h). */
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "../core/compiler.h"
 #include "../core/self.h"
@@ -54,13 +57,20 @@ static struct xpi_slot *slot_claim(struct xpi_inproc *ip, int peer, uint32_t nsl
 	return xpi_slot_ring_claim(&ring->r, nslots);
 }
 
-/* Wakes @peer if a thread of it sleeps. The fence orders the slot we just
- * published before the look at its sleeper count; a sleeper counts itself
+/*
+ * Wakes @peer if a thread of it sleeps. What we just published must be
+ * ordered before the look at its sleeper count, as a sleeper counts itself
  * before it looks at its rings (inproc_sleep_prepare), so one of the two
- * always sees the other. */
+ * always sees the other. With membarrier the sleeper pays for that order
+ * (it makes every running thread of the process pass a full barrier), and
+ * the send path needs only the compiler's; without it, a fence here.
+ */
 static void notify(struct xpi_inproc *ip, int peer)
 {
-	atomic_thread_fence(memory_order_seq_cst);
+	if (xpi_likely(ip->job->asym_barrier))
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
 	if (xpi_unlikely(atomic_load_explicit(&ip->job->tls[peer].sleeping, memory_order_relaxed) !=
 			 0))
 		xpi_engine_wake(ip->job->ctxs[peer]);
@@ -180,6 +190,13 @@ static int inproc_sleep_prepare(void *tlp, struct pollfd *fds, int max)
 	if (ip->ctx->npending != 0 || ip->ctx->wake_fd < 0)
 		return -ENOTSUP;
 	atomic_fetch_add(&ip->sleeping, 1); /* seq_cst: before the looks below */
+	/* The context counted its sleeper already (xpi_engine_sleep): this
+	 * barrier orders both counts before every sender's next look. */
+	if (ip->job->asym_barrier &&
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+		atomic_fetch_sub(&ip->sleeping, 1);
+		return -ENOTSUP;
+	}
 	bool waiting = xpi_mpsc_maybe_nonempty(&ip->ctx->cmdq);
 	for (int i = 0; i < ip->nin && !waiting; i++)
 		waiting = xpi_slot_ring_peek(&ip->in[i]->r) != NULL;

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Local jobs: creating N in-process ranks, running a function on each. */
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "../core/compiler.h"
 #include "inproc.h"
@@ -52,6 +55,8 @@ int xpi_local_job_create(int n, const struct xpi_config *cfg, xp_local_job_t **o
 	if (job == NULL)
 		return -ENOMEM;
 	job->n = n;
+	job->asym_barrier =
+		syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 	job->ctxs = calloc((size_t)n, sizeof(*job->ctxs));
 	job->tls = calloc((size_t)n, sizeof(*job->tls));
 	job->pools = calloc((size_t)n, sizeof(*job->pools));

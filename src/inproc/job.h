@@ -30,6 +30,10 @@ struct xpi_inproc {
 
 struct xp_local_job {
 	int n;
+	/* The process is registered for membarrier(PRIVATE_EXPEDITED): a
+	 * sleeper then pays the barrier that orders its sleeper count against
+	 * senders' slots, and the send path needs none (inproc_sleep_prepare). */
+	bool asym_barrier;
 	xp_context_t **ctxs;
 	/* Each rank's pool, read by its senders: a copy apart from the
 	 * contexts, whose lines their owners write all the time. */

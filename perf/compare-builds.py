@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Two builds of xport side by side, in one run: "nothing gets slower".
+
+    python3 perf/compare-builds.py OLD_BUILD NEW_BUILD [--rounds N]
+
+Runs xport-perf lat and bw in-process, over shm and over TCP (two processes
+under each build's own xprun, pinned to CPUs 0 and 1 by xport-perf's
+default pinning, the same for both builds), and bench_core's matching and
+pool benchmarks, alternating old and new round by round so that the
+machine's drift hits both alike. Prints the median of the rounds for every
+row, and new/old (latency: below 1 is faster; bandwidth: above 1 is
+faster), with every command line it ran.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+SIZES = "8,4096,65536,1m"
+CASES = [  # (name, launcher?, xport-perf arguments)
+    ("inproc lat", False, ["lat", "--sizes", SIZES]),
+    ("inproc bw", False, ["bw", "--sizes", SIZES]),
+    ("shm lat", True, ["lat", "--transport", "shm", "--sizes", SIZES]),
+    ("shm bw", True, ["bw", "--transport", "shm", "--sizes", SIZES]),
+    ("tcp lat", True, ["lat", "--transport", "tcp", "--sizes", SIZES]),
+    ("tcp bw", True, ["bw", "--transport", "tcp", "--sizes", SIZES]),
+]
+BENCH_FILTER = "match|pool|mpsc"
+
+
+def run(cmd):
+    print("  $ " + " ".join(cmd), flush=True)
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         timeout=600, check=False)
+    return out.stdout
+
+
+def perf_rows(build, launcher, args):
+    """{(transport, size): value} from one xport-perf run."""
+    perf = os.path.join(build, "perf", "xport-perf")
+    cmd = [perf] + args + ["--json"]
+    if launcher:
+        cmd = [os.path.join(build, "tools", "xprun"), "-n", "2"] + cmd
+    rows = {}
+    for line in run(cmd).splitlines():
+        line = line.strip()
+        if line.startswith("[0]"):  # xprun prefixes every line with [rank]
+            line = line[3:].strip()
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        if r.get("transport") == "cacheline-baseline":
+            continue
+        value = r["lat_us_p50"] if r["test"] == "lat" else r["bw_MBps"]
+        rows[(r["test"], r["size"])] = value
+    return rows
+
+
+def bench_rows(build):
+    cmd = [os.path.join(build, "perf", "bench_core"), "--benchmark_filter=" + BENCH_FILTER,
+           "--benchmark_format=json", "--benchmark_min_time=0.05"]
+    rows = {}
+    data = run(cmd)
+    try:
+        for b in json.loads(data)["benchmarks"]:
+            rows[("bench", b["name"])] = b["real_time"]
+    except (ValueError, KeyError):
+        pass
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    samples = {}  # (case, key) -> {"old": [...], "new": [...]}
+    for rnd in range(a.rounds):
+        print(f"# round {rnd + 1} of {a.rounds}", flush=True)
+        for name, launcher, args in CASES:
+            for which in ("old", "new"):
+                build = getattr(a, which)
+                for key, v in perf_rows(build, launcher, args).items():
+                    samples.setdefault((name, key), {"old": [], "new": []})[which].append(v)
+        for which in ("old", "new"):
+            for key, v in bench_rows(getattr(a, which)).items():
+                samples.setdefault(("bench_core", key), {"old": [], "new": []})[which].append(v)
+    print()
+    print(f"{'case':<12} {'row':<52} {'old':>10} {'new':>10} {'new/old':>8}")
+    for (name, key), s in sorted(samples.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+        if not s["old"] or not s["new"]:
+            continue
+        o, n = statistics.median(s["old"]), statistics.median(s["new"])
+        row = f"{key[0]} {key[1]}"
+        unit = "us" if key[0] == "lat" else ("ns" if key[0] == "bench" else "MB/s")
+        ratio = n / o if o else float("nan")
+        print(f"{name:<12} {row:<52} {o:>10.3f} {n:>10.3f} {ratio:>8.2f}  ({unit}, median of "
+              f"{len(s['old'])}/{len(s['new'])})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
