@@ -169,6 +169,7 @@ static struct xpi_msg *msg_clone(xp_context_t *ctx, const struct xpi_msg *src)
 		return NULL;
 	memcpy(m, src, offsetof(struct xpi_msg, store));
 	m->sized = sized;
+	m->withdrawn = false;
 	if (src->kind == XPI_MSG_INLINE) {
 		if (src->len != 0)
 			memcpy(m->store, src->data, src->len);
@@ -378,6 +379,11 @@ void xpi_engine_rndv_done(xp_context_t *ctx, xp_request_t *r, int err)
 static void deliver_in_order(xp_context_t *ctx, struct xpi_msg *m, bool owned)
 {
 	struct xpi_peer *peer = &ctx->peers[m->u.key.src];
+	if (xpi_unlikely(owned && m->withdrawn)) { /* taken back while held */
+		msg_release(ctx, m);
+		xpi_msg_free(ctx, m);
+		return;
+	}
 	peer->nrecvd++;
 	peer->last_recvd_tag = m->u.key.tag;
 
@@ -512,6 +518,14 @@ static void recv_search(xp_context_t *ctx, xp_request_t *r, bool repost)
 		}
 		xpi_msg_free(ctx, m); /* withdrawn by its sender: look again */
 	}
+}
+
+/* Whether unexpected message @u is the rendezvous announcement number
+ * *@arg of its sender (xpi_engine_withdraw). */
+static bool peer_seq_matches(const struct xpi_unexp *u, const void *arg)
+{
+	const struct xpi_msg *m = xpi_container_of(u, struct xpi_msg, u);
+	return m->kind == XPI_MSG_RTS && m->peer_seq == *(const uint32_t *)arg;
 }
 
 static void exec_recv(xp_context_t *ctx, xp_request_t *r)
@@ -726,13 +740,50 @@ void xpi_engine_exec_cancel(xp_context_t *ctx, xp_request_t *r)
 		ctx->npending--;
 	} else if (r->proto == XPI_PROTO_RNDV) {
 		const struct xpi_tl_slot *t = &ctx->tls[r->tl];
+		/* -EBUSY: the receiver has it, it completes normally; 1: the
+		 * receiver was asked and decides, and the transport completes
+		 * it either way (xpi_engine_send_withdrawn, or normally). */
 		if (t->ops->send_cancel(t->tl, r) != 0)
-			return; /* the receiver has it: it completes normally */
+			return;
 	} else {
 		return;
 	}
 	set_cancel_detail(ctx, r, reason);
 	xpi_request_complete(r, reason);
+}
+
+void xpi_engine_send_withdrawn(xp_context_t *ctx, xp_request_t *r)
+{
+	int reason = atomic_load_explicit(&r->cancel_reason, memory_order_relaxed);
+	set_cancel_detail(ctx, r, reason != 0 ? reason : -ECANCELED);
+	xpi_request_complete(r, reason != 0 ? reason : -ECANCELED);
+}
+
+int xpi_engine_withdraw(xp_context_t *ctx, int src, uint32_t comm, uint64_t tag, uint32_t peer_seq)
+{
+	struct xpi_peer *peer = &ctx->peers[src];
+	struct xpi_dlink *pos;
+	/* Held early: it must still take its place in the sequence, so it
+	 * stays, marked, and is dropped when its turn comes. */
+	xpi_dlist_for_each(pos, &peer->held) {
+		struct xpi_msg *h = xpi_container_of(pos, struct xpi_msg, held_link);
+		if (h->peer_seq == peer_seq && h->kind == XPI_MSG_RTS) {
+			h->withdrawn = true;
+			return 0;
+		}
+	}
+	/* Unexpected: gone, as if never sent. */
+	struct xpi_match_key key = { .comm = comm, .src = src, .tag = tag };
+	struct xpi_unexp *u =
+		xpi_match_find_unexpected(&ctx->match, &key, peer_seq_matches, &peer_seq);
+	if (u == NULL)
+		return -EBUSY; /* a receive took it: it goes on */
+	struct xpi_msg *m = xpi_container_of(u, struct xpi_msg, u);
+	xpi_match_remove_unexpected(&ctx->match, u);
+	unexp_account(ctx, m, -1);
+	msg_release(ctx, m);
+	xpi_msg_free(ctx, m);
+	return 0;
 }
 
 /* ------------------------------------------------------------------------- */

@@ -45,8 +45,9 @@ enum xpi_cmd_type {
 };
 enum xpi_proto { XPI_PROTO_NONE = 0, XPI_PROTO_EAGER, XPI_PROTO_RNDV };
 enum xpi_msg_kind { XPI_MSG_INLINE = 1, XPI_MSG_BUF, XPI_MSG_RTS };
-/* Rendezvous send states, for transports that withdraw by compare-and-swap. */
-enum xpi_rndv_state { XPI_RNDV_PENDING = 0, XPI_RNDV_CLAIMED, XPI_RNDV_WITHDRAWN };
+/* Rendezvous send states, for transports that withdraw by compare-and-swap,
+ * and ASKED for those whose receiver decides (the withdrawal is asked for). */
+enum xpi_rndv_state { XPI_RNDV_PENDING = 0, XPI_RNDV_CLAIMED, XPI_RNDV_WITHDRAWN, XPI_RNDV_ASKED };
 
 struct xp_context;
 struct xpi_cmd {
@@ -65,6 +66,8 @@ struct xp_request {
 	uint64_t tl_id;                /* the transport's id for it */
 	uint8_t tl;                    /* sends: the transport that holds it (cancel) */
 	uint32_t tl_pending;           /* the transport's count (zero-copy notifications) */
+	uint32_t tl_pending_seq;       /* the transport's copy of the send's peer_seq */
+	int64_t tl_deadline;           /* the transport's deadline for it (xpi_now_ns) */
 	xp_context_t *ctx;
 	uint32_t comm;
 	int peer; /* destination, or source / XP_ANY_SOURCE */
@@ -88,9 +91,10 @@ struct xp_request {
 struct xpi_msg {
 	struct xpi_unexp u; /* match key; links while unexpected */
 	struct xpi_dlink held_link;
-	uint8_t kind; /* enum xpi_msg_kind */
-	uint8_t tl;   /* transport that delivered it */
-	bool sized;   /* owned copy allocated for a long inline payload */
+	uint8_t kind;   /* enum xpi_msg_kind */
+	uint8_t tl;     /* transport that delivered it */
+	bool sized;     /* owned copy allocated for a long inline payload */
+	bool withdrawn; /* held early, then taken back by its sender: dropped in turn */
 	/* XPI_MSG_RTS from a peer whose bulk lane is another transport: the
 	 * bulk transport's descriptor (data, desc_len bytes), which it gets
 	 * back in rndv_fetch. 0: the delivering transport serves it (rndv). */
@@ -321,6 +325,18 @@ void xpi_engine_rndv_done(xp_context_t *ctx, xp_request_t *rreq, int err);
  * xpi_engine_fail_request(). Idempotent.
  */
 void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *why);
+/*
+ * Receiver side of a withdrawal the receiver decides (a transport whose
+ * sender cannot claim the message itself, as TCP): the sender of message
+ * @peer_seq (comm @comm, tag @tag) from @src asks to take it back. Returns
+ * 0 if no receive has taken it (it is gone, as if never sent) or -EBUSY if
+ * one has (the send goes on and completes normally).
+ */
+int xpi_engine_withdraw(xp_context_t *ctx, int src, uint32_t comm, uint64_t tag, uint32_t peer_seq);
+/* Sender side: the receiver agreed to the withdrawal of rendezvous send @r
+ * (its transport's send_cancel returned 1): completes it with the reason
+ * the cancel was asked for, and its text. */
+void xpi_engine_send_withdrawn(xp_context_t *ctx, xp_request_t *r);
 /* Completes @r, if it is not complete, with -ECANCELED and a text saying
  * the rank went away under it (teardown). */
 void xpi_engine_drop_request(xp_context_t *ctx, xp_request_t *r);

@@ -259,3 +259,16 @@ struct xpi_unexp *xpi_match_repost_search(struct xpi_match *m, struct xpi_posted
 		xpi_match_repost(m, p);
 	return u;
 }
+
+struct xpi_unexp *
+xpi_match_find_unexpected(struct xpi_match *m, const struct xpi_match_key *k,
+			  bool (*pred)(const struct xpi_unexp *u, const void *arg), const void *arg)
+{
+	struct xpi_dlink *n;
+	xpi_dlist_for_each(n, bucket_of(&m->unexp_hash, k)) {
+		struct xpi_unexp *u = xpi_container_of(n, struct xpi_unexp, hash_link);
+		if (same_key(&u->key, k) && pred(u, arg))
+			return u;
+	}
+	return NULL;
+}

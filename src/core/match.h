@@ -102,6 +102,13 @@ void xpi_match_return_unexpected(struct xpi_match *m, struct xpi_unexp *u);
 /* Removes a posted receive that has not matched. Returns false if it is not queued. */
 bool xpi_match_cancel(struct xpi_match *m, struct xpi_posted *p);
 
+/* The earliest unexpected message with exactly key @k (comm, src, tag) for
+ * which @pred(u, arg) holds, or NULL; not removed. */
+struct xpi_unexp *xpi_match_find_unexpected(struct xpi_match *m, const struct xpi_match_key *k,
+					    bool (*pred)(const struct xpi_unexp *u,
+							 const void *arg),
+					    const void *arg);
+
 /* Removes an unexpected message (for example a cancelled rendezvous). */
 void xpi_match_remove_unexpected(struct xpi_match *m, struct xpi_unexp *u);
 

@@ -137,10 +137,15 @@ struct xpi_tl_ops {
 	/*
 	 * Withdraws a rendezvous send that timed out or was cancelled, on the
 	 * transport that holds it (sreq->tl). Does not re-enter the engine.
-	 * 0: withdrawn, the reference dropped; the peer will find the message
-	 * gone (its fetch ends -ECANCELED) and the core completes @sreq with
-	 * the error. -EBUSY: the receiver has claimed it; the send completes
-	 * normally.
+	 * The race with a receive taking the message must be decided where
+	 * the receive matches, or the receive could go away unsure and break
+	 * MPI's order (a claim the receiver makes with a compare-and-swap in
+	 * rndv_fetch, or the receiver's engine asked: xpi_engine_withdraw).
+	 * 0: withdrawn, the reference dropped; the core completes @sreq with
+	 * the error. 1: the receiver was asked; the transport completes @sreq
+	 * later, withdrawn (xpi_engine_send_withdrawn) or normally, within a
+	 * bound of its own however the receiver behaves. -EBUSY: a receive has
+	 * it; the send completes normally.
 	 */
 	int (*send_cancel)(void *tl, xp_request_t *sreq);
 

@@ -76,6 +76,8 @@ int xpi_frame_parse(const uint8_t *buf, size_t len, uint32_t max_eager, struct x
 	case XPI_FRAME_CTS:
 	case XPI_FRAME_CREDIT:
 	case XPI_FRAME_BYE:
+	case XPI_FRAME_WITHDRAW:
+	case XPI_FRAME_WITHDRAW_ACK:
 		if (f.payload_len != 0) {
 			*why = "payload on a frame type that carries none";
 			return -EPROTO;
@@ -85,9 +87,10 @@ int xpi_frame_parse(const uint8_t *buf, size_t len, uint32_t max_eager, struct x
 		*why = "unknown frame type";
 		return -EPROTO;
 	}
-	uint16_t allowed = f.type == XPI_FRAME_DATA ? XPI_FRAME_F_WITHDRAWN :
-			   f.type == XPI_FRAME_CTS  ? XPI_FRAME_F_REFUSED :
-						      0;
+	uint16_t allowed = f.type == XPI_FRAME_DATA         ? XPI_FRAME_F_WITHDRAWN :
+			   f.type == XPI_FRAME_CTS          ? XPI_FRAME_F_REFUSED :
+			   f.type == XPI_FRAME_WITHDRAW_ACK ? XPI_FRAME_F_BUSY :
+							      0;
 	if ((f.flags & ~allowed) != 0) {
 		*why = "unknown frame flags";
 		return -EPROTO;

@@ -11,7 +11,8 @@
  *  32  u64 msg_len: the message's full length (EAGER: = payload_len;
  *      RTS and DATA: the rendezvous payload's length;
  *      CTS with F_REFUSED: the positive errno the receiver failed with)
- *  40  u64 id: a rendezvous send's id (RTS, CTS, DATA)
+ *  40  u64 id: a rendezvous send's id (RTS, CTS, DATA, WITHDRAW, WITHDRAW_ACK;
+ *      WITHDRAW names the message by comm, tag and peer_seq too)
  *  48  u64 credit: the sender's running count of eager bytes it has
  *      consumed from the receiver (eager credit given back)
  * Fields are never reinterpreted by casting a
@@ -35,6 +36,12 @@ enum xpi_frame_type {
 	XPI_FRAME_DATA = 4,   /* on the bulk channel: msg_len bytes of @id follow */
 	XPI_FRAME_CREDIT = 5, /* only gives eager credit back */
 	XPI_FRAME_BYE = 6,    /* orderly close */
+	/* sender to receiver: take back rendezvous message @id (comm, tag and
+	 * peer_seq as in its RTS); the receiver decides (WITHDRAW_ACK) */
+	XPI_FRAME_WITHDRAW = 7,
+	/* receiver to sender: message @id is withdrawn, or with F_BUSY a
+	 * receive took it first and its CTS is (or was) on the way */
+	XPI_FRAME_WITHDRAW_ACK = 8,
 };
 
 /* DATA: the sender withdrew message @id (it timed out); no bytes follow. */
@@ -42,6 +49,8 @@ enum xpi_frame_type {
 /* CTS: the receiver cannot take message @id (its receive failed with
  * -msg_len): the sender fails the send and streams nothing. */
 #define XPI_FRAME_F_REFUSED 0x2u
+/* WITHDRAW_ACK: too late, a receive took the message. */
+#define XPI_FRAME_F_BUSY 0x4u
 
 struct xpi_frame {
 	uint8_t type;

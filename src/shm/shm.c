@@ -130,9 +130,15 @@ static int shm_send_cancel(void *tlp, xp_request_t *sreq)
 	return 0;
 }
 
-/* Claims expected payload @x from @src: 1, claimed (the sender streams it
- * now); 0, done (nothing to stream); -ECANCELED, withdrawn by its sender.
- * The caller finishes the receive for the last two. */
+/*
+ * Claims expected payload @x from @src, at once, when a receive takes its
+ * announcement: the compare-and-swap on the sender's state word decides the
+ * race with a withdrawal there and then, so a receive never goes away
+ * waiting to learn whether its message still exists (later receives would
+ * match meanwhile, out of MPI's order). Returns 1: claimed, to be streamed
+ * in turn (start_stream); 0: done (nothing to stream); -ECANCELED:
+ * withdrawn by its sender.
+ */
 static int claim(struct xpi_shm *s, int src, struct shm_rx *x)
 {
 	struct shm_peer *p = &s->peers[src];
@@ -151,31 +157,29 @@ static int claim(struct xpi_shm *s, int src, struct shm_rx *x)
 		notify(p);
 		return 0;
 	}
-	x->claimed = true;
-	s->streams++;
-	/* Tell the sender which one, beside the ring it sends us messages
-	 * on: it reads one word instead of searching. */
-	atomic_store_explicit(&s->mine->rings[src].mailbox, x->idx + 1, memory_order_release);
-	notify(p); /* the sender starts streaming */
 	return 1;
 }
 
-/* Claims the oldest expected payload from @src that is not claimed yet
- * (progress, after the one before it finished); a withdrawn one gives its
- * receive back to the engine. */
+/* Asks the sender to stream claimed payload @x, the first in line: one at
+ * a time per sender, named in the one-word mailbox beside the ring it
+ * sends us messages on (it reads one word instead of searching). */
+static void start_stream(struct xpi_shm *s, int src, struct shm_rx *x)
+{
+	struct shm_peer *p = &s->peers[src];
+	x->claimed = true;
+	s->streams++;
+	atomic_store_explicit(&s->mine->rings[src].mailbox, x->idx + 1, memory_order_release);
+	notify(p); /* the sender starts streaming */
+}
+
+/* The payload before in line from @src is done: streams the next. */
 static void claim_next(struct xpi_shm *s, int src)
 {
 	struct shm_peer *p = &s->peers[src];
-	while (!xpi_dlist_empty(&p->rx)) {
+	if (!xpi_dlist_empty(&p->rx)) {
 		struct shm_rx *x = xpi_container_of(p->rx.next, struct shm_rx, link);
-		if (x->claimed)
-			return;
-		int rc = claim(s, src, x);
-		if (rc == 1)
-			return;
-		xpi_dlist_remove(&x->link);
-		xpi_engine_rndv_done(s->ctx, x->rreq, rc);
-		free(x);
+		if (!x->claimed)
+			start_stream(s, src, x);
 	}
 }
 
@@ -267,18 +271,17 @@ static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 		free(x);
 		return -EPROTO;
 	}
-	xpi_dlist_push_tail(&p->rx, &x->link);
-	if (p->rx.next != &x->link)
-		return 1; /* claimed in turn by claim_next(); pump_rx() finishes it */
-	/* First in line: claim it now, and say here, not through the engine,
-	 * if it is already done or withdrawn (rndv_fetch never completes its
-	 * own receive re-entrantly). */
+	/* Claimed now; said here, not through the engine, if it is already
+	 * done or withdrawn (rndv_fetch never completes its own receive). */
 	int rc = claim(s, src, x);
 	if (rc != 1) {
-		xpi_dlist_remove(&x->link);
 		free(x);
+		return rc;
 	}
-	return rc;
+	xpi_dlist_push_tail(&p->rx, &x->link);
+	if (p->rx.next == &x->link)
+		start_stream(s, src, x);
+	return 1; /* pump_rx() finishes it, streamed in turn */
 }
 
 static void shm_msg_release(void *tlp, struct xpi_msg *msg)

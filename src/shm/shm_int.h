@@ -74,7 +74,7 @@ struct shm_rx {
 	uint8_t *dst;
 	uint64_t cap, len;
 	uint32_t idx, gen;
-	bool claimed;
+	bool claimed; /* the sender was asked to stream it (start_stream) */
 	uint64_t got; /* bytes taken from chunks */
 };
 

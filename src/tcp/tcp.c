@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../core/compiler.h"
 #include "../core/log.h"
 #include "tcp.h"
 #include "tcp_setup.h"
@@ -107,27 +108,84 @@ static int tcp_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_req
 	if (rc < 0)
 		return rc;
 	sreq->tl_id = c->next_id++;
-	xpi_request_get(sreq); /* until its payload went out or it was withdrawn */
+	sreq->tl_pending_seq = h->peer_seq; /* names it in a WITHDRAW */
+	xpi_request_get(sreq);              /* until its payload went out or it was withdrawn */
 	xpi_dlist_push_tail(&c->rts_out, &sreq->tl_link);
 	tcp_ctl_flush(c);
 	io_uring_submit(&t->ring);
 	return 0;
 }
 
-/* A send that timed out can be taken back until the receiver asked for it;
- * if it asks later, it is told the message was withdrawn. */
+/*
+ * A send that timed out (or was cancelled) is taken back only if the
+ * receiver agrees: its engine alone knows whether a receive took the
+ * announcement, and deciding there keeps MPI's order (a receive that took
+ * a message its sender then withdrew would be away while later receives
+ * match). Until the receiver asked for it (CTS), we ask it (WITHDRAW) and
+ * return 1: its WITHDRAW_ACK completes the send withdrawn (got_withdraw_ack)
+ * or, too late, its CTS lets it go on as usual.
+ */
 static int tcp_send_cancel(void *tlp, xp_request_t *sreq)
 {
-	(void)tlp;
+	struct xpi_tcp *t = tlp;
 	struct xpi_dlink *pos;
-	struct tcp_conn *c = conn_of(tlp, sreq->peer);
+	struct tcp_conn *c = conn_of(t, sreq->peer);
 	xpi_dlist_for_each(pos, &c->rts_out) {
-		if (pos == &sreq->tl_link) {
-			atomic_store(&sreq->rndv_state, XPI_RNDV_WITHDRAWN);
-			return 0;
-		}
+		if (pos != &sreq->tl_link)
+			continue;
+		if (atomic_load(&sreq->rndv_state) == XPI_RNDV_ASKED)
+			return 1; /* asked already */
+		struct xpi_frame f = {
+			.type = XPI_FRAME_WITHDRAW,
+			.comm = sreq->comm,
+			.tag = sreq->tag,
+			.peer_seq = (uint32_t)sreq->tl_pending_seq,
+			.id = sreq->tl_id,
+		};
+		if (tcp_ctl_queue(c, &f, NULL) < 0)
+			return -EBUSY; /* no room to ask: the send goes on */
+		atomic_store(&sreq->rndv_state, XPI_RNDV_ASKED);
+		sreq->tl_deadline = xpi_now_ns() + XPI_TCP_ASK_GRACE_NS;
+		/* Deadlines only grow, so an armed timer is due no later. Without
+		 * memory for the timer the receiver's answer alone ends it. */
+		if (t->ask_timer.heap_pos == 0)
+			(void)xpi_timer_arm(t->ctx, &t->ask_timer, sreq->tl_deadline);
+		tcp_ctl_flush(c);
+		io_uring_submit(&t->ring);
+		return 1;
 	}
 	return -EBUSY;
+}
+
+/* A send taken back without the receiver's word: it stays announced
+ * there, so if it asks later (CTS) it is told (DATA, withdrawn), and the
+ * receive that took it is put back by its engine. */
+static void withdraw_alone(struct xpi_tcp *t, xp_request_t *s)
+{
+	atomic_store(&s->rndv_state, XPI_RNDV_WITHDRAWN);
+	xpi_engine_send_withdrawn(t->ctx, s);
+}
+
+/* The ask timer: withdraws the sends whose receiver has not answered by
+ * their deadline, and waits for the next. */
+void tcp_ask_timer_fire(struct xp_context *ctx, struct xpi_timer *timer)
+{
+	struct xpi_tcp *t = xpi_container_of(timer, struct xpi_tcp, ask_timer);
+	int64_t now = xpi_now_ns(), next = INT64_MAX;
+	for (int p = 0; p < t->nconn; p++) {
+		struct xpi_dlink *pos;
+		xpi_dlist_for_each(pos, &t->conns[p].rts_out) {
+			xp_request_t *s = xpi_container_of(pos, xp_request_t, tl_link);
+			if (atomic_load(&s->rndv_state) != XPI_RNDV_ASKED)
+				continue;
+			if (s->tl_deadline <= now)
+				withdraw_alone(t, s);
+			else if (s->tl_deadline < next)
+				next = s->tl_deadline;
+		}
+	}
+	if (next != INT64_MAX)
+		(void)xpi_timer_arm(ctx, timer, next);
 }
 
 /*

@@ -180,7 +180,17 @@ struct xpi_tcp {
 	unsigned nlent;
 	struct xp_buf *spare; /* takes the ring place of the next chunk lent */
 	uint8_t *drop;        /* bytes read to be dropped */
+	/* Withdrawals asked of receivers (tcp_send_cancel) that a silent
+	 * receiver must not hold up past the wait's deadline for long: this
+	 * timer, at the earliest ask's deadline, withdraws those unanswered. */
+	struct xpi_timer ask_timer;
 };
+
+/* How long a withdrawal waits for the receiver's answer before the sender
+ * takes the message back by itself (tcp_send_cancel). A receiver that
+ * progresses answers within a round trip; one that does not, is not
+ * matching either, so withdrawing then rarely changes what it matches. */
+#define XPI_TCP_ASK_GRACE_NS (20 * 1000000)
 
 /* tcp_uring.c */
 int tcp_ring_init(struct xpi_tcp *t, unsigned entries);
@@ -211,5 +221,8 @@ void tcp_bulk_received(struct tcp_conn *c, int res);
 
 /* tcp.c */
 void tcp_conn_fail(struct tcp_conn *c, int err, const char *why);
+/* Fires at the earliest deadline of a withdrawal asked of a receiver
+ * (tcp_send_cancel): takes back those still unanswered. */
+void tcp_ask_timer_fire(struct xp_context *ctx, struct xpi_timer *timer);
 
 #endif

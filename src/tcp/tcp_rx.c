@@ -86,11 +86,65 @@ static void got_cts(struct tcp_conn *c, const struct xpi_frame *f)
 			send_refused(c, s, f->msg_len);
 			return;
 		}
+		/* Asked to withdraw, but the receiver took it first: it goes
+		 * (its answer, busy, follows; one taken back alone streams
+		 * nothing, DATA withdrawn). */
+		int expected = XPI_RNDV_ASKED;
+		atomic_compare_exchange_strong(&s->rndv_state, &expected, XPI_RNDV_PENDING);
 		xpi_dlist_push_tail(&c->bulk_tx, &s->tl_link);
 		tcp_bulk_start(c);
 		return;
 	}
 	protocol_error(c, "clear-to-send for a send it was never announced");
+}
+
+/* The sender of message @f->id asks to take it back: our engine decides
+ * (a receive may have taken it) and we answer. */
+static void got_withdraw(struct tcp_conn *c, const struct xpi_frame *f)
+{
+	int rc = xpi_engine_withdraw(c->tcp->ctx, c->peer, f->comm, f->tag, f->peer_seq);
+	struct xpi_frame ack = {
+		.type = XPI_FRAME_WITHDRAW_ACK,
+		.flags = rc == 0 ? 0 : XPI_FRAME_F_BUSY,
+		.id = f->id,
+	};
+	if (tcp_ctl_queue(c, &ack, NULL) < 0) {
+		/* The sender would wait for the answer until its peer is lost:
+		 * make that now. */
+		tcp_conn_fail(c, -ENOBUFS, "could not be answered a withdrawal (no room)");
+		return;
+	}
+	tcp_ctl_flush(c);
+}
+
+/* The receiver answered our WITHDRAW: the send ends withdrawn, or (busy) it
+ * goes on, its CTS on the way or already here. */
+static void got_withdraw_ack(struct tcp_conn *c, const struct xpi_frame *f)
+{
+	struct xpi_dlink *pos;
+	xpi_dlist_for_each(pos, &c->rts_out) {
+		xp_request_t *s = xpi_container_of(pos, xp_request_t, tl_link);
+		if (s->tl_id != f->id)
+			continue;
+		int state = atomic_load(&s->rndv_state);
+		if (f->flags & XPI_FRAME_F_BUSY) {
+			/* A receive took it first; its CTS follows. One we took
+			 * back alone meanwhile is told so then (DATA, withdrawn). */
+			if (state == XPI_RNDV_ASKED)
+				atomic_store(&s->rndv_state, XPI_RNDV_PENDING);
+			return;
+		}
+		xpi_dlist_remove(&s->tl_link);
+		if (state == XPI_RNDV_ASKED) { /* not yet taken back alone */
+			atomic_store(&s->rndv_state, XPI_RNDV_WITHDRAWN);
+			xpi_engine_send_withdrawn(c->tcp->ctx, s);
+		}
+		xpi_request_put(s);
+		return;
+	}
+	/* Answered busy before, or its CTS came first: nothing to do. */
+	if (!(f->flags & XPI_FRAME_F_BUSY))
+		protocol_error(c, "withdrawal granted for a send it was never asked for");
 }
 
 /* A frame header is complete. Returns false if the connection failed. */
@@ -114,6 +168,12 @@ static bool got_header(struct tcp_conn *c, const struct xpi_frame *f)
 		break;
 	case XPI_FRAME_CTS:
 		got_cts(c, f);
+		break;
+	case XPI_FRAME_WITHDRAW:
+		got_withdraw(c, f);
+		break;
+	case XPI_FRAME_WITHDRAW_ACK:
+		got_withdraw_ack(c, f);
 		break;
 	case XPI_FRAME_CREDIT:
 		break;

@@ -307,6 +307,7 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	for (int p = 0; p < ctx->size; p++)
 		t->want[p] = p != ctx->rank && want[p];
 	t->ctx = ctx;
+	t->ask_timer.fire = tcp_ask_timer_fire;
 	t->listen_fd = -1;
 	t->nconn = ctx->size;
 	t->max_eager = XPI_TCP_MAX_EAGER;
@@ -364,6 +365,7 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 {
 	if (t == NULL)
 		return;
+	xpi_timer_cancel(t->ctx, &t->ask_timer);
 	if (t->zc_sends != 0 && xpi_debug_on("transport"))
 		xpi_log(XPI_LOG_INFO,
 			"rank %d: %llu zero-copy sends, %llu copied by the kernel anyway",
