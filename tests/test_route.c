@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "xport/xport.h"
-#include "mproc.h"
+#include "run_over.h"
 #include "pattern.h"
 #include "testutil.h"
 
@@ -58,31 +58,6 @@ static int rank_body(xp_context_t *ctx)
 	return 0;
 }
 
-static int local_body(xp_context_t *ctx, void *arg)
-{
-	(void)arg;
-	return rank_body(ctx);
-}
-
-static int process_body(int rank, void *arg)
-{
-	(void)rank;
-	(void)arg;
-	xp_context_t *ctx;
-	T_OK(xp_init(NULL, &ctx));
-	int rc = rank_body(ctx);
-	xp_finalize(ctx);
-	return rc;
-}
-
-static void env(int rank, void *arg)
-{
-	(void)rank;
-	(void)arg;
-	setenv("XP_TRANSPORTS", transport, 1);
-	setenv("XP_TIMEOUT_MS", "10000", 1);
-}
-
 int main(int argc, char **argv)
 {
 	if (argc < 2 || argc > 3) {
@@ -93,7 +68,5 @@ int main(int argc, char **argv)
 	threshold = argc == 3 ? argv[2] : NULL;
 	if (threshold != NULL)
 		setenv("XP_RNDV_THRESHOLD", threshold, 1);
-	if (strcmp(transport, "inproc") == 0)
-		return xp_local_run(2, NULL, local_body, NULL) == 0 ? 0 : 1;
-	return mproc_run(2, process_body, NULL, 60, env, NULL) == 0 ? 0 : 1;
+	return run_over(transport, rank_body);
 }

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "xport/xport.h"
-#include "mproc.h"
+#include "run_over.h"
 #include "pattern.h"
 #include "testutil.h"
 
@@ -27,6 +27,9 @@ static const char *transport;
 static int sender(xp_context_t *ctx)
 {
 	xp_comm_t *w = xp_comm_world(ctx);
+	xp_route_t route;
+	T_OK(xp_route_get(ctx, 1, LEN, &route));
+	T_CHECK(strcmp(route.protocol, "rndv") == 0); /* the case under test */
 	uint8_t *a = malloc(LEN), *b = malloc(LEN);
 	T_CHECK(a != NULL && b != NULL);
 	fill(a, LEN, 1);
@@ -77,35 +80,6 @@ static int rank_body(xp_context_t *ctx)
 	return xp_rank(ctx) == 0 ? sender(ctx) : receiver(ctx);
 }
 
-static int local_body(xp_context_t *ctx, void *arg)
-{
-	(void)arg;
-	return rank_body(ctx);
-}
-
-static int process_body(int rank, void *arg)
-{
-	(void)rank;
-	(void)arg;
-	xp_context_t *ctx;
-	T_OK(xp_init(NULL, &ctx));
-	xp_route_t route;
-	T_OK(xp_route_get(ctx, 1 - xp_rank(ctx), LEN, &route));
-	if (strcmp(route.transport, transport) != 0 || strcmp(route.protocol, "rndv") != 0)
-		T_FAIL("served by %s/%s, not %s/rndv", route.transport, route.protocol, transport);
-	int rc = rank_body(ctx);
-	xp_finalize(ctx);
-	return rc;
-}
-
-static void env(int rank, void *arg)
-{
-	(void)rank;
-	(void)arg;
-	setenv("XP_TRANSPORTS", transport, 1);
-	setenv("XP_TIMEOUT_MS", "10000", 1);
-}
-
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -114,7 +88,5 @@ int main(int argc, char **argv)
 	}
 	transport = argv[1];
 	setenv("XP_LOG_LEVEL", "none", 1); /* the expected timeout is logged */
-	if (strcmp(transport, "inproc") == 0)
-		return xp_local_run(2, NULL, local_body, NULL) == 0 ? 0 : 1;
-	return mproc_run(2, process_body, NULL, 60, env, NULL) == 0 ? 0 : 1;
+	return run_over(transport, rank_body);
 }

@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "xport/xport.h"
-#include "mproc.h"
+#include "run_over.h"
 #include "pattern.h"
 #include "testutil.h"
 
@@ -36,6 +36,9 @@ static const char *transport;
 static int sender(xp_context_t *ctx)
 {
 	xp_comm_t *w = xp_comm_world(ctx);
+	xp_route_t route;
+	T_OK(xp_route_get(ctx, 1, BIG, &route));
+	T_CHECK(strcmp(route.protocol, "rndv") == 0); /* the case under test */
 	uint8_t *d = malloc(BIG), *a = malloc(BIG);
 	T_CHECK(d != NULL && a != NULL);
 	fill(d, BIG, 9);
@@ -83,8 +86,9 @@ static int receiver(xp_context_t *ctx)
 	fprintf(stderr, "   %s: R1 got %s, R2 got %s\n", transport, r1, r2);
 	int bad = strcmp(r1, "B") != 0 || strcmp(r2, "C") != 0;
 	if (bad)
-		fprintf(stderr, "FAIL %s: R1, posted first, must get B (the first message not "
-				"withdrawn) and R2 C\n",
+		fprintf(stderr,
+			"FAIL %s: R1, posted first, must get B (the first message not "
+			"withdrawn) and R2 C\n",
 			transport);
 	T_OK(xp_oob_barrier(ctx));
 	free(d);
@@ -96,35 +100,6 @@ static int rank_body(xp_context_t *ctx)
 	return xp_rank(ctx) == 0 ? sender(ctx) : receiver(ctx);
 }
 
-static int local_body(xp_context_t *ctx, void *arg)
-{
-	(void)arg;
-	return rank_body(ctx);
-}
-
-static int process_body(int rank, void *arg)
-{
-	(void)rank;
-	(void)arg;
-	xp_context_t *ctx;
-	T_OK(xp_init(NULL, &ctx));
-	xp_route_t route;
-	T_OK(xp_route_get(ctx, 1 - xp_rank(ctx), BIG, &route));
-	if (strcmp(route.transport, transport) != 0 || strcmp(route.protocol, "rndv") != 0)
-		T_FAIL("served by %s/%s, not %s/rndv", route.transport, route.protocol, transport);
-	int rc = rank_body(ctx);
-	xp_finalize(ctx);
-	return rc;
-}
-
-static void env(int rank, void *arg)
-{
-	(void)rank;
-	(void)arg;
-	setenv("XP_TRANSPORTS", transport, 1);
-	setenv("XP_TIMEOUT_MS", "10000", 1);
-}
-
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -133,7 +108,5 @@ int main(int argc, char **argv)
 	}
 	transport = argv[1];
 	setenv("XP_LOG_LEVEL", "none", 1);
-	if (strcmp(transport, "inproc") == 0)
-		return xp_local_run(2, NULL, local_body, NULL) == 0 ? 0 : 1;
-	return mproc_run(2, process_body, NULL, 60, env, NULL) == 0 ? 0 : 1;
+	return run_over(transport, rank_body);
 }
