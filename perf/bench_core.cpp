@@ -43,6 +43,10 @@ long bc_mpsc_run(struct bc_mpsc *q, long n, int burst);
 struct bc_stack *bc_stack_create(uint32_t capacity);
 void bc_stack_destroy(struct bc_stack *r);
 long bc_stack_run(struct bc_stack *r, long n, int burst, int thread);
+struct bc_regs;
+struct bc_regs *bc_regs_create(int n);
+void bc_regs_destroy(struct bc_regs *r);
+long bc_regs_find(struct bc_regs *r, long n);
 }
 
 namespace
@@ -333,3 +337,28 @@ int main(int argc, char **argv)
 		bc_pool_destroy(pool);
 	return 0;
 }
+
+/*
+ * Finding the user registration that covers a buffer (every rendezvous send
+ * and receive asks), against the number of registrations: a binary search
+ * in src/core/reg.c, where it was a walk of a list.
+ */
+void BM_reg_find(benchmark::State &state)
+{
+	const int n = static_cast<int>(state.range(0));
+	struct bc_regs *r = bc_regs_create(n);
+	if (r == nullptr) {
+		state.SkipWithError("setting up the registrations failed");
+		return;
+	}
+	const long batch = 1000;
+	for (auto _ : state) {
+		if (bc_regs_find(r, batch) != batch) {
+			state.SkipWithError("a lookup missed its registration");
+			break;
+		}
+	}
+	state.SetItemsProcessed(state.iterations() * batch);
+	bc_regs_destroy(r);
+}
+BENCHMARK(BM_reg_find)->ArgName("regs")->RangeMultiplier(10)->Range(10, 10000);

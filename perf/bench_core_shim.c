@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "xport/xport.h"
+#include "core/engine.h"
 #include "core/free_stack.h"
 #include "core/mpsc.h"
 #include "core/pool.h"
@@ -36,6 +37,9 @@ long bc_mpsc_run(struct bc_mpsc *q, long n, int burst);
 struct bc_stack *bc_stack_create(uint32_t capacity);
 void bc_stack_destroy(struct bc_stack *r);
 long bc_stack_run(struct bc_stack *r, long n, int burst, int thread);
+struct bc_regs *bc_regs_create(int n);
+void bc_regs_destroy(struct bc_regs *r);
+long bc_regs_find(struct bc_regs *r, long n);
 
 /* Ordinary pages: hugetlb availability differs between hosts and would make
  * runs incomparable; the free-list code is the same either way. */
@@ -154,4 +158,67 @@ long bc_stack_run(struct bc_stack *r, long n, int burst, int thread)
 		}
 	}
 	return done;
+}
+
+/* User registrations (src/core/reg.c): @n disjoint 64 KiB regions, and
+ * lookups of buffers inside them, spread over all of them. The index lives
+ * in the context; a zeroed one is enough for it. */
+struct bc_regs {
+	xp_context_t *ctx;
+	struct xpi_reg *regs;
+	int n;
+	uint8_t *base;
+};
+
+struct bc_regs *bc_regs_create(int n)
+{
+	struct bc_regs *r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return NULL;
+	r->ctx = calloc(1, sizeof(*r->ctx));
+	r->regs = calloc((size_t)n, sizeof(*r->regs));
+	r->n = n;
+	r->base = (uint8_t *)(uintptr_t)0x100000000ull; /* never touched: addresses only */
+	if (r->ctx == NULL || r->regs == NULL) {
+		bc_regs_destroy(r);
+		return NULL;
+	}
+	for (int i = 0; i < n; i++) {
+		r->regs[i].addr = r->base + (size_t)i * (64 << 10);
+		r->regs[i].len = 64 << 10;
+	}
+	/* Inserted out of address order, as a program might (7919 is prime,
+	 * so i * 7919 mod n visits every index when n is not its multiple). */
+	for (int i = 0; i < n; i++)
+		if (xpi_reg_insert(r->ctx, &r->regs[(int)(((int64_t)i * 7919) % n)]) < 0) {
+			bc_regs_destroy(r);
+			return NULL;
+		}
+	return r;
+}
+
+void bc_regs_destroy(struct bc_regs *r)
+{
+	if (r == NULL)
+		return;
+	if (r->ctx != NULL) {
+		free(r->ctx->regs);
+		free(r->ctx->reg_max_end);
+	}
+	free(r->ctx);
+	free(r->regs);
+	free(r);
+}
+
+/* @n lookups; returns how many found the registration that covers them. */
+long bc_regs_find(struct bc_regs *r, long n)
+{
+	long found = 0;
+	for (long i = 0; i < n; i++) {
+		int k = (int)(((uint64_t)i * 2654435761u) % (uint64_t)r->n);
+		const struct xpi_reg *g =
+			xpi_reg_find(r->ctx, r->base + (size_t)k * (64 << 10) + 100, 4096);
+		found += g == &r->regs[k];
+	}
+	return found;
 }
