@@ -267,6 +267,7 @@ static const struct xpi_tl_ops shim_ops = {
 	.rndv_offer = shim_rndv_offer,
 	.send_cancel = shim_send_cancel,
 	.rndv_fetch = shim_rndv_fetch,
+	.rndv_abort = xpi_tl_rndv_abort_none,
 	.msg_release = shim_msg_release,
 	.progress = shim_progress,
 	.sleep_prepare = xpi_tl_sleep_prepare_none,

@@ -221,8 +221,10 @@ int xp_test(xp_request_t **req, xp_status_t *status);
  * the context's timeout; XP_TIMEOUT_INFINITE: no deadline). When the
  * deadline passes, the operation is cancelled unless it has already been
  * matched (a rendezvous send over TCP asks its receiver, which decides; an
- * answer that does not come within 20 ms is not waited for), and completes
- * with -ETIMEDOUT and a message (xp_error_detail()
+ * answer that does not come within 20 ms is not waited for), or, for a
+ * receive, unless its matched message's payload is already arriving into
+ * the buffer (a payload its sender has not started to send is dropped when
+ * it comes), and completes with -ETIMEDOUT and a message (xp_error_detail()
  * and the log) naming this rank, the peer, the tag and the communicator.
  * Either way the request is freed and *@req set to NULL; @status is written
  * whenever the operation completed. Returns 0 or the operation's code.

@@ -313,6 +313,7 @@ static enum take_result take_message(xp_context_t *ctx, xp_request_t *r, struct 
 		int lane = m->desc_len != 0 ? ctx->peers[m->u.key.src].tl_bulk : m->tl;
 		const struct xpi_tl_slot *t = &ctx->tls[lane];
 		const struct xpi_reg *dst_reg = pb != NULL ? NULL : xpi_reg_find(ctx, dst, cap);
+		r->tl = (uint8_t)lane;
 		int rc = t->ops->rndv_fetch(t->tl, m, dst, cap, r, dst_reg);
 		if (rc == -ECANCELED) {
 			r->status.buf = NULL;
@@ -320,7 +321,9 @@ static enum take_result take_message(xp_context_t *ctx, xp_request_t *r, struct 
 				xpi_buf_put(pb);
 			return TAKE_DROPPED;
 		}
-		if (rc != 1) /* 1: the transport calls xpi_engine_rndv_done() later */
+		if (rc == 1) /* the transport calls xpi_engine_rndv_done() later */
+			r->proto = XPI_PROTO_RNDV;
+		else
 			xpi_engine_rndv_done(ctx, r, rc);
 		return TAKE_CONSUMED;
 	}
@@ -348,6 +351,7 @@ static enum take_result take_message(xp_context_t *ctx, xp_request_t *r, struct 
 
 void xpi_engine_rndv_done(xp_context_t *ctx, xp_request_t *r, int err)
 {
+	r->proto = XPI_PROTO_NONE; /* no fetch under way */
 	if (err < 0 && r->status.buf != NULL) {
 		xpi_buf_put(r->status.buf);
 		r->status.buf = NULL;
@@ -727,14 +731,35 @@ static void set_cancel_detail(xp_context_t *ctx, xp_request_t *r, int reason)
 				       peer_text, (unsigned long long)r->tag, r->comm);
 }
 
+/*
+ * A receive whose deadline passed while its rendezvous payload is still to
+ * come (the sender does not progress) must still end by its deadline: its
+ * transport lets go of it if it can, and drops the rest. True if it did;
+ * the caller completes the receive with the timeout and this text.
+ */
+static bool abort_fetch(xp_context_t *ctx, xp_request_t *r, int reason)
+{
+	if (reason != -ETIMEDOUT || r->proto != XPI_PROTO_RNDV)
+		return false;
+	const struct xpi_tl_slot *t = &ctx->tls[r->tl];
+	if (t->ops->rndv_abort(t->tl, r) != 0)
+		return false;
+	r->proto = XPI_PROTO_NONE;
+	if (r->status.buf != NULL) {
+		xpi_buf_put(r->status.buf);
+		r->status.buf = NULL;
+	}
+	return true;
+}
+
 void xpi_engine_exec_cancel(xp_context_t *ctx, xp_request_t *r)
 {
 	int reason = atomic_load_explicit(&r->cancel_reason, memory_order_relaxed);
 	if (xpi_request_done(r))
 		return;
 	if (r->op != XPI_OP_SEND) {
-		if (!xpi_match_cancel(&ctx->match, &r->posted))
-			return; /* already matched: it completes normally */
+		if (!xpi_match_cancel(&ctx->match, &r->posted) && !abort_fetch(ctx, r, reason))
+			return; /* matched: it completes normally */
 	} else if (r->pending_link.next != &r->pending_link) {
 		xpi_dlist_remove(&r->pending_link);
 		ctx->npending--;
@@ -748,7 +773,16 @@ void xpi_engine_exec_cancel(xp_context_t *ctx, xp_request_t *r)
 	} else {
 		return;
 	}
-	set_cancel_detail(ctx, r, reason);
+	if (r->op != XPI_OP_SEND && r->status.source >= 0)
+		xpi_request_set_detail(
+			r,
+			"rank %d: %s from rank %d tag 0x%llx on communicator %u timed out after "
+			"%lld ms: it matched a %zu-byte message whose payload rank %d did not send "
+			"in time (is that rank stuck outside xport calls?); the payload is dropped",
+			ctx->rank, op_name(r), r->status.source, (unsigned long long)r->status.tag,
+			r->comm, (long long)r->waited_ms, r->status.length, r->status.source);
+	else
+		set_cancel_detail(ctx, r, reason);
 	xpi_request_complete(r, reason);
 }
 

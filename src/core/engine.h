@@ -64,7 +64,8 @@ struct xp_request {
 	struct xpi_dlink pending_link; /* sends waiting for room, receives to repost: owner */
 	struct xpi_dlink tl_link;      /* the transport's own lists (rendezvous) */
 	uint64_t tl_id;                /* the transport's id for it */
-	uint8_t tl;                    /* sends: the transport that holds it (cancel) */
+	uint8_t tl;                    /* the transport that holds it: a send (cancel), or a
+					* receive's fetch (proto RNDV while under way) */
 	uint32_t tl_pending;           /* the transport's count (zero-copy notifications) */
 	uint32_t tl_pending_seq;       /* the transport's copy of the send's peer_seq */
 	int64_t tl_deadline;           /* the transport's deadline for it (xpi_now_ns) */

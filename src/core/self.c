@@ -138,6 +138,7 @@ const struct xpi_tl_ops xpi_self_ops = {
 	.rndv_offer = xpi_tl_rndv_offer_none,
 	.send_cancel = xpi_local_send_cancel,
 	.rndv_fetch = xpi_local_rndv_fetch,
+	.rndv_abort = xpi_tl_rndv_abort_none,
 	.msg_release = xpi_local_msg_release,
 	.progress = self_progress,
 	.sleep_prepare = xpi_tl_sleep_prepare_idle,

@@ -55,3 +55,10 @@ int xpi_tl_rndv_offer_none(void *tl, int peer, xp_request_t *sreq, const struct 
 	(void)desc;
 	return -ENOTSUP;
 }
+
+int xpi_tl_rndv_abort_none(void *tl, xp_request_t *rreq)
+{
+	(void)tl;
+	(void)rreq;
+	return -EBUSY;
+}

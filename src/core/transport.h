@@ -165,6 +165,17 @@ struct xpi_tl_ops {
 	int (*rndv_fetch)(void *tl, struct xpi_msg *msg, void *dst, size_t cap, xp_request_t *rreq,
 			  const struct xpi_reg *dst_reg);
 
+	/*
+	 * Receiver side: receive @rreq, whose rndv_fetch returned 1, passed its
+	 * deadline while its payload is still to come (a sender that does not
+	 * progress). 0: the transport will not touch the receive or its
+	 * buffer again, and drops what still comes of that payload; the core
+	 * completes @rreq with -ETIMEDOUT. -EBUSY: it cannot let go now (the
+	 * kernel is writing into the buffer); the receive completes when the
+	 * payload has come. Does not re-enter the engine.
+	 */
+	int (*rndv_abort)(void *tl, xp_request_t *rreq);
+
 	/* Releases what a message it delivered holds, without delivering it
 	 * (teardown, a duplicate, a lost peer). Owner; never fails. */
 	void (*msg_release)(void *tl, struct xpi_msg *msg);
@@ -222,6 +233,8 @@ void xpi_tl_mem_dereg_none(void *tl, void *handle);
 /* For transports that cannot be another's bulk lane: -ENOTSUP. */
 int xpi_tl_rndv_offer_none(void *tl, int peer, xp_request_t *sreq, const struct xpi_reg *reg,
 			   struct xpi_rndv_desc *desc);
+/* For transports whose fetches finish inside rndv_fetch: -EBUSY. */
+int xpi_tl_rndv_abort_none(void *tl, xp_request_t *rreq);
 /* For transports that cannot wake a sleeper (sleep_prepare: -ENOTSUP). */
 int xpi_tl_sleep_prepare_none(void *tl, struct pollfd *fds, int max);
 /* For transports whose events all happen inside calls (0 descriptors). */

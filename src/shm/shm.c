@@ -284,6 +284,26 @@ static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 	return 1; /* pump_rx() finishes it, streamed in turn */
 }
 
+/* The receive lets go; its payload, claimed, still comes through the chunks
+ * and is dropped (pump_rx keeps only what fits in cap, none now). */
+static int shm_rndv_abort(void *tlp, xp_request_t *rreq)
+{
+	struct xpi_shm *s = tlp;
+	int src = rreq->status.source;
+	if (src < 0 || src >= s->ctx->size)
+		return -EBUSY;
+	struct xpi_dlink *pos;
+	xpi_dlist_for_each(pos, &s->peers[src].rx) {
+		struct shm_rx *x = xpi_container_of(pos, struct shm_rx, link);
+		if (x->rreq != rreq)
+			continue;
+		x->cap = x->got < x->cap ? x->got : x->cap;
+		x->rreq = NULL;
+		return 0;
+	}
+	return -EBUSY;
+}
+
 static void shm_msg_release(void *tlp, struct xpi_msg *msg)
 {
 	(void)tlp;
@@ -373,7 +393,8 @@ static int pump_rx(struct xpi_shm *s, int src)
 	if (x->got == x->len) {
 		xpi_dlist_remove(&x->link);
 		s->streams--;
-		xpi_engine_rndv_done(s->ctx, x->rreq, 0);
+		if (x->rreq != NULL) /* NULL: its receive gave up (shm_rndv_abort) */
+			xpi_engine_rndv_done(s->ctx, x->rreq, 0);
 		free(x);
 		claim_next(s, src);
 		n++;
@@ -460,7 +481,8 @@ static void peer_died(struct xpi_shm *s, int peer, const char *why)
 		struct shm_rx *x = xpi_container_of(l, struct shm_rx, link);
 		if (x->claimed)
 			s->streams--;
-		xpi_engine_fail_request(s->ctx, x->rreq, peer);
+		if (x->rreq != NULL)
+			xpi_engine_fail_request(s->ctx, x->rreq, peer);
 		free(x);
 	}
 	if (p->tx_idx >= 0) {
@@ -616,6 +638,7 @@ const struct xpi_tl_ops xpi_shm_ops = {
 	.rndv_offer = xpi_tl_rndv_offer_none,
 	.send_cancel = shm_send_cancel,
 	.rndv_fetch = shm_rndv_fetch,
+	.rndv_abort = shm_rndv_abort,
 	.msg_release = shm_msg_release,
 	.progress = shm_progress,
 	.sleep_prepare = shm_sleep_prepare,

@@ -49,7 +49,8 @@ void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
 	}
 	while ((l = xpi_dlist_pop_head(&c->bulk_rx)) != NULL) {
 		struct tcp_bulk_rx *x = xpi_container_of(l, struct tcp_bulk_rx, link);
-		xpi_engine_fail_request(ctx, x->rreq, c->peer);
+		if (x->rreq != NULL) /* NULL: its receive gave up (tcp_rndv_abort) */
+			xpi_engine_fail_request(ctx, x->rreq, c->peer);
 		free(x);
 	}
 }
@@ -247,6 +248,35 @@ static int tcp_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 	return 1; /* tcp_bulk_received() finishes it */
 }
 
+/* The receive lets go; the rest of its payload, whenever the sender sends
+ * it, is read into the drop buffer (cap shrinks to what the receive
+ * buffer already has). Not while the kernel reads into that buffer: a
+ * recv in flight there cannot be pointed elsewhere. */
+static int tcp_rndv_abort(void *tlp, xp_request_t *rreq)
+{
+	struct xpi_tcp *t = tlp;
+	int src = rreq->status.source;
+	if (src < 0 || src >= t->nconn)
+		return -EBUSY;
+	struct tcp_conn *c = conn_of(t, src);
+	struct xpi_dlink *pos;
+	xpi_dlist_for_each(pos, &c->bulk_rx) {
+		struct tcp_bulk_rx *x = xpi_container_of(pos, struct tcp_bulk_rx, link);
+		if (x->rreq != rreq)
+			continue;
+		uint64_t have = 0;
+		if (pos == c->bulk_rx.next && c->bulk_rx_off > XPI_FRAME_HDR_LEN)
+			have = c->bulk_rx_off - XPI_FRAME_HDR_LEN;
+		if (pos == c->bulk_rx.next && c->bulk_rx_busy &&
+		    c->bulk_rx_off >= XPI_FRAME_HDR_LEN && have < x->cap)
+			return -EBUSY; /* the payload is coming into the buffer now */
+		x->cap = have < x->cap ? have : x->cap;
+		x->rreq = NULL;
+		return 0;
+	}
+	return -EBUSY;
+}
+
 static void tcp_msg_release(void *tlp, struct xpi_msg *msg)
 {
 	(void)tlp;
@@ -409,6 +439,7 @@ const struct xpi_tl_ops xpi_tcp_ops = {
 	.rndv_offer = xpi_tl_rndv_offer_none,
 	.send_cancel = tcp_send_cancel,
 	.rndv_fetch = tcp_rndv_fetch,
+	.rndv_abort = tcp_rndv_abort,
 	.msg_release = tcp_msg_release,
 	.progress = tcp_progress,
 	.sleep_prepare = tcp_sleep_prepare,

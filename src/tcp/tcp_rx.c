@@ -350,7 +350,8 @@ void tcp_bulk_received(struct tcp_conn *c, int res)
 			/* The sender timed out and took the message back. */
 			xpi_dlist_remove(&x->link);
 			c->bulk_rx_off = 0;
-			xpi_engine_rndv_done(c->tcp->ctx, x->rreq, -ECANCELED);
+			if (x->rreq != NULL)
+				xpi_engine_rndv_done(c->tcp->ctx, x->rreq, -ECANCELED);
 			free(x);
 			tcp_bulk_arm(c);
 			return;
@@ -359,7 +360,8 @@ void tcp_bulk_received(struct tcp_conn *c, int res)
 	if (c->bulk_rx_off == XPI_FRAME_HDR_LEN + x->len) {
 		xpi_dlist_remove(&x->link);
 		c->bulk_rx_off = 0;
-		xpi_engine_rndv_done(c->tcp->ctx, x->rreq, 0);
+		if (x->rreq != NULL) /* NULL: its receive gave up (tcp_rndv_abort) */
+			xpi_engine_rndv_done(c->tcp->ctx, x->rreq, 0);
 		free(x);
 	}
 	tcp_bulk_arm(c);
