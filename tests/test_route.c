@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "xport/xport.h"
-#include "run_over.h"
+#include "tl_job.h"
 #include "pattern.h"
 #include "testutil.h"
 
@@ -68,5 +68,5 @@ int main(int argc, char **argv)
 	threshold = argc == 3 ? argv[2] : NULL;
 	if (threshold != NULL)
 		setenv("XP_RNDV_THRESHOLD", threshold, 1);
-	return run_over(transport, rank_body);
+	return tl_job_run(transport, 2, rank_body, 60);
 }

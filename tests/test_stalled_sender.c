@@ -21,7 +21,7 @@
 
 #include "xport/xport.h"
 #include "pattern.h"
-#include "run_over.h"
+#include "tl_job.h"
 
 #define BIG (1u << 20)
 
@@ -76,5 +76,5 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setenv("XP_LOG_LEVEL", "none", 1);
-	return run_over(argv[1], rank_body);
+	return tl_job_run(argv[1], 2, rank_body, 60);
 }

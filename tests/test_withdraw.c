@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "xport/xport.h"
-#include "run_over.h"
+#include "tl_job.h"
 #include "pattern.h"
 #include "testutil.h"
 
@@ -88,5 +88,5 @@ int main(int argc, char **argv)
 	}
 	transport = argv[1];
 	setenv("XP_LOG_LEVEL", "none", 1); /* the expected timeout is logged */
-	return run_over(transport, rank_body);
+	return tl_job_run(transport, 2, rank_body, 60);
 }
