@@ -170,9 +170,18 @@ struct xp_context {
 	bool serialized; /* XP_THREAD_SERIALIZED: the token is implicit */
 	/* Threads asleep in xpi_engine_sleep(), and whether one of them was
 	 * already woken (one write to wake_fd per sleep, however many
-	 * releases see them): read by every release of the token. */
-	_Atomic int sleepers;
+	 * releases see them): read by every release of the token, and by
+	 * other ranks' threads that finish this rank's work (in-process
+	 * rendezvous). On a line of their own, written only around sleeps:
+	 * beside the token, which every acquire writes, each such read from
+	 * another core would pull the token's line away from its owner. */
+	_Alignas(64) _Atomic int sleepers;
 	_Atomic int wake_sent;
+	/* Its sleepers pass a process-wide barrier after counting themselves
+	 * (in-process ranks with membarrier): a thread of this process that
+	 * finishes their work then needs only a compiler barrier before it
+	 * reads the count, not a fence. */
+	bool sleepers_barrier;
 	/* Set by a thread that needs the token while a waiter holds it
 	 * across its spin (xpi_engine_flush): the waiter lets go. */
 	_Atomic int token_wanted;

@@ -105,7 +105,8 @@ static void unexp_unlink(struct xpi_match *m, struct xpi_unexp *u)
 }
 
 /* Removes and returns the earliest unexpected message @p matches, or NULL. */
-static struct xpi_unexp *take_unexpected(struct xpi_match *m, const struct xpi_posted *p)
+static inline __attribute__((always_inline)) struct xpi_unexp *
+take_unexpected(struct xpi_match *m, const struct xpi_posted *p)
 {
 	struct xpi_dlink *n;
 	if (m->unexp_count == 0)

@@ -48,9 +48,12 @@ int xpi_local_rndv_fetch(void *tl, struct xpi_msg *msg, void *dst, size_t cap, x
 	xpi_request_complete(sreq, 0);
 	xpi_request_put(sreq);
 	/* Ordered after the completion by the sleeper's barrier (the
-	 * in-process sleep_prepare's membarrier) or, without it, this fence. */
+	 * in-process sleep_prepare's membarrier) or, without it, a fence. */
 	if (sender != rreq->ctx) {
-		atomic_thread_fence(memory_order_seq_cst);
+		if (xpi_likely(sender->sleepers_barrier))
+			atomic_signal_fence(memory_order_seq_cst);
+		else
+			atomic_thread_fence(memory_order_seq_cst);
 		if (xpi_unlikely(atomic_load_explicit(&sender->sleepers, memory_order_relaxed) !=
 				 0))
 			xpi_engine_wake(sender);

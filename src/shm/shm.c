@@ -424,14 +424,15 @@ static int poll_ring(struct xpi_shm *s, int src)
 	struct xpi_slot *slot;
 	int n = 0;
 	for (; n < POLL_BATCH && (slot = xpi_slot_ring_peek(r)) != NULL; n++) {
-		/* One copy of the slot, checked and then used: the peer can
-		 * still write the shared memory, so nothing is read from it
-		 * twice (a length checked there could change before use). */
-		uint8_t copy[sizeof(*slot)];
-		memcpy(copy, slot, sizeof(copy));
+		/* The peer can still write the shared memory, so every field
+		 * that matters is read from it once, by the parser, into @sm,
+		 * checked there and used from there (a length checked in the
+		 * slot could change before use). The payload bytes are read in
+		 * place: the peer can only spoil its own message with them. */
 		struct xpi_slot_msg sm;
 		const char *why = NULL;
-		if (xpi_slot_parse(copy, sizeof(copy), &shm_slot_limits, &sm, &why) < 0) {
+		if (xpi_slot_parse((const uint8_t *)slot, sizeof(*slot), &shm_slot_limits, &sm,
+				   &why) < 0) {
 			ring_malformed(s, src, why);
 			return n;
 		}
@@ -450,7 +451,7 @@ static int poll_ring(struct xpi_shm *s, int src)
 		m.sized = false;
 		m.peer_seq = sm.peer_seq;
 		m.len = sm.len;
-		m.data = copy + offsetof(struct xpi_slot, u.data);
+		m.data = slot->u.data;
 		m.buf = NULL;
 		m.rndv = NULL;
 		if (sm.kind == XPI_MSG_RTS) {
