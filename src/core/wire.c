@@ -2,6 +2,7 @@
 #include <errno.h>
 
 #include "xport/xport.h"
+#include "transport.h"
 #include "wire.h"
 #include "le.h"
 
@@ -65,6 +66,16 @@ int xpi_frame_parse(const uint8_t *buf, size_t len, uint32_t max_eager, struct x
 		}
 		break;
 	case XPI_FRAME_RTS:
+		/* An RTS may carry another lane's descriptor of the payload. */
+		if (f.payload_len > XPI_RNDV_DESC_MAX) {
+			*why = "rendezvous descriptor longer than XPI_RNDV_DESC_MAX";
+			return -EPROTO;
+		}
+		if (f.msg_len > XP_MSG_MAX) {
+			*why = "message length beyond XP_MSG_MAX";
+			return -EPROTO;
+		}
+		break;
 	case XPI_FRAME_DATA:
 		/* Bounded so that no length from the wire, added to a header
 		 * or an offset, can wrap. */

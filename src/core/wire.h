@@ -31,7 +31,8 @@
 
 enum xpi_frame_type {
 	XPI_FRAME_EAGER = 1,  /* a message with its payload */
-	XPI_FRAME_RTS = 2,    /* announces a rendezvous message (no payload) */
+	XPI_FRAME_RTS = 2,    /* announces a rendezvous message; its payload, if any,
+			       * is the bulk lane's descriptor (at most 32 bytes) */
 	XPI_FRAME_CTS = 3,    /* receiver to sender: stream message @id now */
 	XPI_FRAME_DATA = 4,   /* on the bulk channel: msg_len bytes of @id follow */
 	XPI_FRAME_CREDIT = 5, /* only gives eager credit back */

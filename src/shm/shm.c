@@ -73,6 +73,48 @@ static int shm_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, cons
 	return 0;
 }
 
+/* A state word for rendezvous send @sreq to @peer, its buffer's address
+ * for direct reads, and a reference held until the payload is out or the
+ * send withdrawn. Returns the word's index and generation. */
+static uint64_t rndv_announce(struct xpi_shm *s, int peer, xp_request_t *sreq)
+{
+	uint32_t idx = s->rndv_free[--s->nfree];
+	uint32_t gen = ++s->rndv_gen[idx];
+	atomic_store_explicit(&s->mine->rndv[idx].addr, (uint64_t)(uintptr_t)sreq->buf,
+			      memory_order_relaxed);
+	atomic_store_explicit(&s->mine->rndv[idx].state, gen << 2 | RNDV_PENDING,
+			      memory_order_relaxed);
+	xpi_request_get(sreq); /* until the receiver has its payload, or it is withdrawn */
+	sreq->tl_id = idx;
+	s->rndv_req[idx] = sreq;
+	s->rndv_peer[idx] = peer;
+	s->outstanding++;
+	xpi_dlist_push_tail(&s->peers[peer].tx_out, &sreq->tl_link);
+	return (uint64_t)gen << 32 | idx;
+}
+
+/*
+ * Shared memory as another transport's bulk lane (XP_TRANSPORTS=tcp,shm
+ * on one host gives it: the faster lane carries payloads): the same state
+ * word as our own announcement, named by the descriptor the small lane
+ * carries (8 bytes, little-endian: generation << 32 | index).
+ */
+static int shm_rndv_offer(void *tlp, int peer, xp_request_t *sreq, const struct xpi_reg *reg,
+			  struct xpi_rndv_desc *desc)
+{
+	(void)reg;
+	struct xpi_shm *s = tlp;
+	if (s->peers[peer].dead)
+		return -ECONNRESET;
+	if (s->nfree == 0)
+		return -EAGAIN; /* every state word is in use: wait for one */
+	uint64_t w = rndv_announce(s, peer, sreq);
+	desc->len = sizeof(w);
+	for (unsigned i = 0; i < sizeof(w); i++)
+		desc->bytes[i] = (uint8_t)(w >> (8 * i));
+	return 0;
+}
+
 static int shm_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
 			const struct xpi_reg *reg, const struct xpi_rndv_desc *desc)
 {
@@ -89,19 +131,7 @@ static int shm_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_req
 	struct xpi_slot *slot = xpi_slot_ring_claim(r, 1);
 	if (slot == NULL)
 		return -EAGAIN;
-	uint32_t idx = s->rndv_free[--s->nfree];
-	uint32_t gen = ++s->rndv_gen[idx];
-	atomic_store_explicit(&s->mine->rndv[idx].addr, (uint64_t)(uintptr_t)sreq->buf,
-			      memory_order_relaxed);
-	atomic_store_explicit(&s->mine->rndv[idx].state, gen << 2 | RNDV_PENDING,
-			      memory_order_relaxed);
-	xpi_request_get(sreq); /* until the receiver has its payload, or it is withdrawn */
-	sreq->tl_id = idx;
-	s->rndv_req[idx] = sreq;
-	s->rndv_peer[idx] = peer;
-	s->outstanding++;
-	xpi_dlist_push_tail(&p->tx_out, &sreq->tl_link);
-	slot->u.w[0] = (uint64_t)gen << 32 | idx;
+	slot->u.w[0] = rndv_announce(s, peer, sreq);
 	xpi_slot_ring_publish(r, slot, h, XPI_MSG_RTS, 1);
 	notify(p);
 	return 0;
@@ -254,6 +284,14 @@ static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 	int src = msg->u.key.src;
 	struct shm_peer *p = &s->peers[src];
 	uint64_t w = (uint64_t)(uintptr_t)msg->rndv;
+	if (msg->desc_len != 0) { /* announced on another lane (shm_rndv_offer) */
+		if (msg->desc_len != sizeof(w))
+			return -EPROTO;
+		const uint8_t *d = msg->data;
+		w = 0;
+		for (unsigned i = 0; i < sizeof(w); i++)
+			w |= (uint64_t)d[i] << (8 * i);
+	}
 	if (p->dead)
 		return -ECONNRESET;
 	if (p->cma && msg->len >= s->cma_min)
@@ -636,7 +674,7 @@ const struct xpi_tl_ops xpi_shm_ops = {
 	.mem_dereg = xpi_tl_mem_dereg_none,
 	.send_eager = shm_send_eager,
 	.send_rts = shm_send_rts,
-	.rndv_offer = xpi_tl_rndv_offer_none,
+	.rndv_offer = shm_rndv_offer,
 	.send_cancel = shm_send_cancel,
 	.rndv_fetch = shm_rndv_fetch,
 	.rndv_abort = shm_rndv_abort,

@@ -90,9 +90,7 @@ static int tcp_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, cons
 static int tcp_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
 			const struct xpi_reg *reg, const struct xpi_rndv_desc *desc)
 {
-	if (desc != NULL)
-		return -ENOTSUP; /* carries no other lane's descriptors yet */
-	(void)reg;               /* TCP reads the buffer through the kernel: no key needed */
+	(void)reg; /* TCP reads the buffer through the kernel: no key needed */
 	struct xpi_tcp *t = tlp;
 	struct tcp_conn *c = conn_of(t, peer);
 	if (c->dead)
@@ -105,6 +103,18 @@ static int tcp_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_req
 		.msg_len = h->len,
 		.id = c->next_id,
 	};
+	if (desc != NULL) {
+		/* The bulk lane (another transport) holds the send and its
+		 * payload: carry its descriptor, hold nothing. */
+		f.payload_len = desc->len;
+		f.id = 0;
+		int rc = tcp_ctl_queue(c, &f, desc->bytes);
+		if (rc == 0) {
+			tcp_ctl_flush(c);
+			io_uring_submit(&t->ring);
+		}
+		return rc;
+	}
 	int rc = tcp_ctl_queue(c, &f, NULL);
 	if (rc < 0)
 		return rc;

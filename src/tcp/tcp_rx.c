@@ -50,6 +50,8 @@ static void deliver(struct tcp_conn *c, const struct xpi_frame *f, uint8_t kind,
 	m.data = data;
 	m.buf = buf;
 	m.rndv = (void *)(uintptr_t)id;
+	if (kind == XPI_MSG_RTS) /* its payload: the bulk lane's descriptor, if any */
+		m.desc_len = (uint8_t)f->payload_len;
 	xpi_engine_deliver(c->tcp->ctx, &m);
 }
 
@@ -159,9 +161,9 @@ static bool got_header(struct tcp_conn *c, const struct xpi_frame *f)
 			protocol_error(c, "unknown communicator");
 			return false;
 		}
-		if (f->type == XPI_FRAME_RTS)
+		if (f->type == XPI_FRAME_RTS && f->payload_len == 0)
 			deliver(c, f, XPI_MSG_RTS, NULL, NULL, f->id);
-		else if (f->payload_len == 0)
+		else if (f->type == XPI_FRAME_EAGER && f->payload_len == 0)
 			deliver(c, f, XPI_MSG_INLINE, NULL, NULL, 0);
 		else
 			c->in_payload = true;
@@ -225,13 +227,16 @@ static void parse(struct tcp_conn *c, struct xp_buf *chunk, uint8_t *p, size_t n
 			continue;
 		}
 		size_t need = c->frame.payload_len - c->asm_have;
+		/* An RTS's payload is a descriptor for the bulk lane. */
+		uint8_t kind = c->frame.type == XPI_FRAME_RTS ? XPI_MSG_RTS : XPI_MSG_INLINE;
+		uint64_t id = c->frame.type == XPI_FRAME_RTS ? c->frame.id : 0;
 		if (c->asm_have == 0 && n >= need) {
 			struct xp_buf *view;
-			if (need >= XPI_TCP_VIEW_MIN && tcp_br_may_lend(c->tcp) &&
-			    xpi_buf_view(chunk, p, need, &view) == 0)
+			if (kind == XPI_MSG_INLINE && need >= XPI_TCP_VIEW_MIN &&
+			    tcp_br_may_lend(c->tcp) && xpi_buf_view(chunk, p, need, &view) == 0)
 				deliver(c, &c->frame, XPI_MSG_BUF, NULL, view, 0);
 			else
-				deliver(c, &c->frame, XPI_MSG_INLINE, p, NULL, 0);
+				deliver(c, &c->frame, kind, p, NULL, id);
 			p += need;
 			n -= need;
 			c->in_payload = false;
@@ -243,7 +248,7 @@ static void parse(struct tcp_conn *c, struct xp_buf *chunk, uint8_t *p, size_t n
 		p += k;
 		n -= k;
 		if (c->asm_have == c->frame.payload_len) {
-			deliver(c, &c->frame, XPI_MSG_INLINE, c->asm_buf, NULL, 0);
+			deliver(c, &c->frame, kind, c->asm_buf, NULL, id);
 			c->asm_have = 0;
 			c->in_payload = false;
 		}
