@@ -182,10 +182,10 @@ static inline void xpi_slot_ring_read(struct xpi_slot_ring *r, const struct xpi_
 /*
  * --- a slot as a receiver in another process sees it ---
  * Between processes the producer is not trusted: it may be buggy, or still
- * writing. So the consumer copies a message's first slot out of shared
- * memory once (after xpi_slot_ring_peek saw its sequence number), checks the
- * copy with xpi_slot_parse and reads every field from the copy, never twice
- * from the ring. The layout is the host's own (both ends run on one host):
+ * writing. So the consumer reads each field of a message's first slot once
+ * (after xpi_slot_ring_peek saw its sequence number), with xpi_slot_parse,
+ * checks them there and uses them from its result, never twice from the
+ * ring (a length checked in the ring could change before use). The layout is the host's own (both ends run on one host):
  * struct xpi_slot, read field by field at its offsets.
  */
 struct xpi_slot_limits {
