@@ -153,8 +153,12 @@ static int tcp_send_cancel(void *tlp, xp_request_t *sreq)
 			.peer_seq = (uint32_t)sreq->tl_pending_seq,
 			.id = sreq->tl_id,
 		};
-		if (tcp_ctl_queue(c, &f, NULL) < 0)
-			return -EBUSY; /* no room to ask: the send goes on */
+		if (tcp_ctl_queue(c, &f, NULL) < 0) {
+			/* No room to ask: take it back alone, as when the
+			 * receiver does not answer (tcp_ask_timer_fire). */
+			atomic_store(&sreq->rndv_state, XPI_RNDV_WITHDRAWN);
+			return 0;
+		}
 		atomic_store(&sreq->rndv_state, XPI_RNDV_ASKED);
 		sreq->tl_deadline = xpi_now_ns() + XPI_TCP_ASK_GRACE_NS;
 		/* Deadlines only grow, so an armed timer is due no later. Without
@@ -427,7 +431,8 @@ static bool tcp_tx_pending(void *tlp)
 	for (int p = 0; p < t->nconn; p++) {
 		const struct tcp_conn *c = conn_of(t, p);
 		if (c->fd_ctl >= 0 && !c->dead &&
-		    (c->tx_busy != 0 || c->tx_tail != c->tx_head || c->cts_waiting != 0))
+		    (c->tx_busy != 0 || c->tx_tail != c->tx_head || c->cts_waiting != 0 ||
+		     c->nacks != 0))
 			return true;
 	}
 	return false;

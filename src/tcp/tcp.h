@@ -148,6 +148,13 @@ struct tcp_conn {
 	 * queued as soon as there is room, still in order. */
 	struct xpi_dlink bulk_rx;
 	unsigned cts_waiting;
+	/* Answers to the peer's withdrawals (WITHDRAW_ACK) that found the
+	 * control queue full, queued as soon as there is room, in order. */
+	struct tcp_ack {
+		uint64_t id;
+		uint16_t flags;
+	} * acks;
+	unsigned nacks, acks_cap;
 	bool bulk_rx_busy;
 	uint8_t bulk_rx_hdr[XPI_FRAME_HDR_LEN];
 	uint64_t bulk_rx_off; /* bytes of header + payload read */
@@ -212,6 +219,9 @@ void tcp_bulk_start(struct tcp_conn *c);
 void tcp_bulk_sent(struct tcp_conn *c, int res);
 void tcp_bulk_zc_cqe(struct tcp_conn *c, unsigned slot, int res, unsigned flags);
 void tcp_cts_queue_waiting(struct tcp_conn *c);
+/* Queues withdrawal answer @ack now or, if the control queue is full, as
+ * soon as it has room (tcp_ctl_sent). 0 or -ENOMEM. */
+int tcp_ack_queue(struct tcp_conn *c, struct tcp_ack ack);
 
 /* tcp_rx.c */
 void tcp_ctl_arm(struct tcp_conn *c);

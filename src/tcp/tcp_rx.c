@@ -105,18 +105,11 @@ static void got_cts(struct tcp_conn *c, const struct xpi_frame *f)
 static void got_withdraw(struct tcp_conn *c, const struct xpi_frame *f)
 {
 	int rc = xpi_engine_withdraw(c->tcp->ctx, c->peer, f->comm, f->tag, f->peer_seq);
-	struct xpi_frame ack = {
-		.type = XPI_FRAME_WITHDRAW_ACK,
-		.flags = rc == 0 ? 0 : XPI_FRAME_F_BUSY,
-		.id = f->id,
-	};
-	if (tcp_ctl_queue(c, &ack, NULL) < 0) {
-		/* The sender would wait for the answer until its peer is lost:
-		 * make that now. */
-		tcp_conn_fail(c, -ENOBUFS, "could not be answered a withdrawal (no room)");
-		return;
-	}
-	tcp_ctl_flush(c);
+	struct tcp_ack ack = { .id = f->id, .flags = rc == 0 ? 0 : XPI_FRAME_F_BUSY };
+	/* A full control queue only delays the answer; the sender does not
+	 * wait for it past its grace (tcp_ask_timer_fire). */
+	if (tcp_ack_queue(c, ack) < 0)
+		tcp_conn_fail(c, -ENOMEM, "could not be answered a withdrawal (out of memory)");
 }
 
 /* The receiver answered our WITHDRAW: the send ends withdrawn, or (busy) it
@@ -334,9 +327,15 @@ void tcp_bulk_received(struct tcp_conn *c, int res)
 				"closed its connection (it exited, died, or refused what we sent)");
 		return;
 	}
+	if (res == -ECANCELED) {
+		/* Not ours: io_uring cancels a thread's requests when that
+		 * thread exits, and whichever thread held the rank's token
+		 * submitted this read. Nothing was read: read again. */
+		tcp_bulk_arm(c);
+		return;
+	}
 	if (res < 0) {
-		if (res != -ECANCELED)
-			tcp_conn_fail(c, res, "broke its bulk connection");
+		tcp_conn_fail(c, res, "broke its bulk connection");
 		return;
 	}
 	struct tcp_bulk_rx *x = xpi_container_of(c->bulk_rx.next, struct tcp_bulk_rx, link);

@@ -419,6 +419,7 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 			free(xpi_container_of(l, struct tcp_bulk_rx, link));
 		free(c->tx_buf);
 		free(c->asm_buf);
+		free(c->acks);
 	}
 	tcp_br_fini(t);
 	tcp_ring_fini(t);

@@ -2,6 +2,7 @@
 /* The TCP transport's sending side: framed control messages, coalesced, and
  * rendezvous payloads on the bulk channel. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -13,6 +14,8 @@
  * channel; every frame also gives back the eager credit we owe. Returns 0,
  * or -EAGAIN if the queue is full (the core retries in order).
  */
+static void acks_queue_waiting(struct tcp_conn *c);
+
 int tcp_ctl_queue(struct tcp_conn *c, const struct xpi_frame *f, const void *payload)
 {
 	size_t need = XPI_FRAME_HDR_LEN + f->payload_len;
@@ -55,6 +58,13 @@ void tcp_ctl_sent(struct tcp_conn *c, int res)
 {
 	size_t busy = c->tx_busy;
 	c->tx_busy = 0;
+	if (res == -ECANCELED) {
+		/* The thread that submitted it exited (io_uring cancels its
+		 * requests then; any thread holding the token submits): nothing
+		 * went, send it again. */
+		tcp_ctl_flush(c);
+		return;
+	}
 	if (res < 0) {
 		tcp_conn_fail(c, res, "broke its connection");
 		return;
@@ -63,8 +73,49 @@ void tcp_ctl_sent(struct tcp_conn *c, int res)
 	c->tx_head += (size_t)res < busy ? (size_t)res : busy;
 	if (c->tx_head == c->tx_tail)
 		c->tx_head = c->tx_tail = 0;
+	acks_queue_waiting(c);
 	tcp_cts_queue_waiting(c);
 	tcp_ctl_flush(c);
+}
+
+/* Queues the withdrawal answers that did not fit before, oldest first,
+ * while the control queue has room. */
+static void acks_queue_waiting(struct tcp_conn *c)
+{
+	unsigned done = 0;
+	while (done < c->nacks && !c->dead) {
+		struct xpi_frame f = { .type = XPI_FRAME_WITHDRAW_ACK,
+				       .flags = c->acks[done].flags,
+				       .id = c->acks[done].id };
+		if (tcp_ctl_queue(c, &f, NULL) < 0)
+			break; /* full: tcp_ctl_sent() calls again */
+		done++;
+	}
+	memmove(c->acks, c->acks + done, (c->nacks - done) * sizeof(*c->acks));
+	c->nacks -= done;
+}
+
+int tcp_ack_queue(struct tcp_conn *c, struct tcp_ack ack)
+{
+	if (c->nacks == 0) {
+		struct xpi_frame f = { .type = XPI_FRAME_WITHDRAW_ACK,
+				       .flags = ack.flags,
+				       .id = ack.id };
+		if (tcp_ctl_queue(c, &f, NULL) == 0) {
+			tcp_ctl_flush(c);
+			return 0;
+		}
+	}
+	if (c->nacks == c->acks_cap) {
+		unsigned cap = c->acks_cap != 0 ? 2 * c->acks_cap : 16;
+		struct tcp_ack *a = realloc(c->acks, cap * sizeof(*a));
+		if (a == NULL)
+			return -ENOMEM;
+		c->acks = a;
+		c->acks_cap = cap;
+	}
+	c->acks[c->nacks++] = ack; /* behind the others: answers keep their order */
+	return 0;
 }
 
 /* Queues the clear-to-send of every payload asked for whose CTS did not
@@ -223,6 +274,10 @@ void tcp_bulk_zc_cqe(struct tcp_conn *c, unsigned slot, int res, unsigned flags)
 void tcp_bulk_sent(struct tcp_conn *c, int res)
 {
 	c->bulk_tx_busy = false;
+	if (res == -ECANCELED) { /* its submitter exited: as tcp_ctl_sent */
+		tcp_bulk_start(c);
+		return;
+	}
 	if (res < 0) {
 		tcp_conn_fail(c, res, "broke its bulk connection");
 		return;
