@@ -82,6 +82,8 @@ void tcp_ctl_sent(struct tcp_conn *c, int res)
  * while the control queue has room. */
 static void acks_queue_waiting(struct tcp_conn *c)
 {
+	if (c->nacks == 0)
+		return; /* the usual case; c->acks may be NULL */
 	unsigned done = 0;
 	while (done < c->nacks && !c->dead) {
 		struct xpi_frame f = { .type = XPI_FRAME_WITHDRAW_ACK,
