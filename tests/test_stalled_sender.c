@@ -25,13 +25,6 @@
 
 #define BIG (1u << 20)
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int rank_body(xp_context_t *ctx)
 {
 	xp_comm_t *w = xp_comm_world(ctx);
@@ -52,9 +45,9 @@ static int rank_body(xp_context_t *ctx)
 		xp_request_t *r;
 		T_OK(xp_irecv(w, buf, BIG, 0, 1, XP_TAG_EXACT, &r));
 		T_OK(xp_oob_barrier(ctx));
-		double t0 = now_s();
+		double t0 = t_now_s();
 		int rc = xp_wait(&r, 300, NULL);
-		double took = now_s() - t0;
+		double took = t_now_s() - t0;
 		fprintf(stderr, "   receive from a stalled sender: %d after %.3f s (%s)\n", rc,
 			took, xp_error_detail());
 		T_EQ(rc, -ETIMEDOUT);

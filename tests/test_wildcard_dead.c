@@ -25,13 +25,6 @@
 
 static const char *transport;
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int rank0(xp_context_t *ctx)
 {
 	xp_comm_t *w = xp_comm_world(ctx);
@@ -54,9 +47,9 @@ static int rank0(xp_context_t *ctx)
 	T_EQ(first, 22);
 	/* Now rank 2 dies too: nobody is left who could send. */
 	T_OK(xp_irecv(w, &second, sizeof(second), XP_ANY_SOURCE, 3, XP_TAG_EXACT, &wild2));
-	double t0 = now_s();
+	double t0 = t_now_s();
 	rc = xp_wait(&wild2, DEADLINE_MS, NULL);
-	double took = now_s() - t0;
+	double took = t_now_s() - t0;
 	const char *why = xp_error_detail();
 	fprintf(stderr, "   %s: wildcard receive ended after %.3f s: %d (%s)\n", transport, took,
 		rc, why);

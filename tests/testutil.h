@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "xport/xport.h"
 
@@ -69,5 +70,14 @@ static inline xp_context_t *t_start_rank(int rank)
 		fprintf(stderr, "-- %s\n", #fn);                                                   \
 		fn();                                                                              \
 	} while (0)
+
+/* Seconds on the monotonic clock, for a test's bounds on how long a thing
+ * took (generous ones: this is no benchmark). */
+static inline double t_now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 #endif

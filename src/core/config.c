@@ -114,13 +114,10 @@ int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
 		in = &def;
 	}
 	if (in->struct_size >= sizeof(xp_config_t) && in->pool_max_bytes < XP_POOL_MIN_BYTES) {
-		char text[200];
-		snprintf(text, sizeof(text),
-			 "XP_POOL_MAX_BYTES (pool_max_bytes) = %zu is below the minimum of %zu "
-			 "bytes (XP_POOL_MIN_BYTES, 1 MiB)",
-			 in->pool_max_bytes, XP_POOL_MIN_BYTES);
-		xpi_log(XPI_LOG_ERROR, "%s", text);
-		xpi_set_thread_detail(text);
+		xpi_log_detail(XPI_LOG_ERROR,
+			       "XP_POOL_MAX_BYTES (pool_max_bytes) = %zu is below the minimum of "
+			       "%zu bytes (XP_POOL_MIN_BYTES, 1 MiB)",
+			       in->pool_max_bytes, XP_POOL_MIN_BYTES);
 		return -EINVAL;
 	}
 	if (in->struct_size < sizeof(xp_config_t) || in->timeout_ms <= 0 ||

@@ -5,6 +5,7 @@
 
 #include "compiler.h"
 #include "engine.h"
+#include "log.h"
 
 static _Thread_local char thread_detail[512];
 
@@ -52,5 +53,25 @@ XPI_EXPORT const char *xp_error_detail(void)
 
 void xpi_set_thread_detail(const char *text)
 {
-	snprintf(thread_detail, sizeof(thread_detail), "%s", text != NULL ? text : "");
+	/* Cut to what fits (snprintf would do, but gcc warns of the cut). */
+	size_t n = text != NULL ? strnlen(text, sizeof(thread_detail) - 1) : 0;
+	if (n != 0)
+		memcpy(thread_detail, text, n);
+	thread_detail[n] = '\0';
+}
+
+void xpi_log_detailv(int level, const char *fmt, va_list ap)
+{
+	char text[640]; /* what the bootstrap's texts need; the detail keeps 512 */
+	vsnprintf(text, sizeof(text), fmt, ap);
+	xpi_log(level, "%s", text);
+	xpi_set_thread_detail(text);
+}
+
+void xpi_log_detail(int level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	xpi_log_detailv(level, fmt, ap);
+	va_end(ap);
 }

@@ -143,13 +143,10 @@ static int fill_random(uint8_t *buf, size_t len)
 static int fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(int rc, const char *fmt, ...)
 {
-	char text[400];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
+	xpi_log_detailv(XPI_LOG_ERROR, fmt, ap);
 	va_end(ap);
-	xpi_log(XPI_LOG_ERROR, "%s", text);
-	xpi_set_thread_detail(text);
 	return rc;
 }
 

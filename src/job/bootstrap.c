@@ -64,10 +64,7 @@ struct job_env {
 
 static int failv(int rc, const char *fmt, va_list ap)
 {
-	char text[TEXT_MAX];
-	vsnprintf(text, sizeof(text), fmt, ap);
-	xpi_log(XPI_LOG_ERROR, "%s", text);
-	xpi_set_thread_detail(text);
+	xpi_log_detailv(XPI_LOG_ERROR, fmt, ap);
 	return rc;
 }
 

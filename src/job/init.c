@@ -61,11 +61,8 @@ static int make_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card *
 	if (env != NULL && *env != '\0') {
 		const char *why = "";
 		if (xpi_transports_parse(env, c->allowed, &c->nallowed, &why) < 0) {
-			char text[256];
-			snprintf(text, sizeof(text), "rank %d: XP_TRANSPORTS=%s: %s", ctx->rank,
-				 env, why);
-			xpi_log(XPI_LOG_ERROR, "%s", text);
-			xpi_set_thread_detail(text);
+			xpi_log_detail(XPI_LOG_ERROR, "rank %d: XP_TRANSPORTS=%s: %s", ctx->rank,
+				       env, why);
 			return -EINVAL;
 		}
 	}

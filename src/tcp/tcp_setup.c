@@ -78,13 +78,10 @@ __attribute__((format(printf, 2, 3))) static void setup_error(xp_context_t *ctx,
 							      ...)
 {
 	(void)ctx;
-	char text[256];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
+	xpi_log_detailv(XPI_LOG_ERROR, fmt, ap);
 	va_end(ap);
-	xpi_log(XPI_LOG_ERROR, "%s", text);
-	xpi_set_thread_detail(text);
 }
 
 static void tune(int fd, int timeout_ms)
