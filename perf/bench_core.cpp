@@ -47,6 +47,7 @@ struct bc_regs;
 struct bc_regs *bc_regs_create(int n);
 void bc_regs_destroy(struct bc_regs *r);
 long bc_regs_find(struct bc_regs *r, long n);
+long bc_regs_find_linear(struct bc_regs *r, long n);
 }
 
 namespace
@@ -343,7 +344,7 @@ int main(int argc, char **argv)
  * and receive asks), against the number of registrations: a binary search
  * in src/core/reg.c, where it was a walk of a list.
  */
-void BM_reg_find(benchmark::State &state)
+static void reg_find(benchmark::State &state, long (*find)(struct bc_regs *, long))
 {
 	const int n = static_cast<int>(state.range(0));
 	struct bc_regs *r = bc_regs_create(n);
@@ -353,7 +354,7 @@ void BM_reg_find(benchmark::State &state)
 	}
 	const long batch = 1000;
 	for (auto _ : state) {
-		if (bc_regs_find(r, batch) != batch) {
+		if (find(r, batch) != batch) {
 			state.SkipWithError("a lookup missed its registration");
 			break;
 		}
@@ -361,4 +362,15 @@ void BM_reg_find(benchmark::State &state)
 	state.SetItemsProcessed(state.iterations() * batch);
 	bc_regs_destroy(r);
 }
+void BM_reg_find(benchmark::State &state)
+{
+	reg_find(state, bc_regs_find);
+}
 BENCHMARK(BM_reg_find)->ArgName("regs")->RangeMultiplier(10)->Range(10, 10000);
+
+/* Beside it, the walk it replaced (in insertion order, as the list was). */
+void BM_reg_find_linear(benchmark::State &state)
+{
+	reg_find(state, bc_regs_find_linear);
+}
+BENCHMARK(BM_reg_find_linear)->ArgName("regs")->RangeMultiplier(10)->Range(10, 1000);

@@ -40,6 +40,7 @@ long bc_stack_run(struct bc_stack *r, long n, int burst, int thread);
 struct bc_regs *bc_regs_create(int n);
 void bc_regs_destroy(struct bc_regs *r);
 long bc_regs_find(struct bc_regs *r, long n);
+long bc_regs_find_linear(struct bc_regs *r, long n);
 
 /* Ordinary pages: hugetlb availability differs between hosts and would make
  * runs incomparable; the free-list code is the same either way. */
@@ -218,6 +219,25 @@ long bc_regs_find(struct bc_regs *r, long n)
 		int k = (int)(((uint64_t)i * 2654435761u) % (uint64_t)r->n);
 		const struct xpi_reg *g =
 			xpi_reg_find(r->ctx, r->base + (size_t)k * (64 << 10) + 100, 4096);
+		found += g == &r->regs[k];
+	}
+	return found;
+}
+
+/* The baseline: the same lookups as a walk of every registration, as the
+ * engine's list of them did before reg.c. */
+long bc_regs_find_linear(struct bc_regs *r, long n)
+{
+	long found = 0;
+	for (long i = 0; i < n; i++) {
+		int k = (int)(((uint64_t)i * 2654435761u) % (uint64_t)r->n);
+		const uint8_t *b = r->base + (size_t)k * (64 << 10) + 100;
+		const struct xpi_reg *g = NULL;
+		for (int j = 0; j < r->n && g == NULL; j++) {
+			const struct xpi_reg *c = &r->regs[(int)(((int64_t)j * 7919) % r->n)];
+			if (b >= c->addr && (size_t)(b - c->addr) + 4096 <= c->len)
+				g = c;
+		}
 		found += g == &r->regs[k];
 	}
 	return found;
