@@ -78,32 +78,85 @@ enum xp_thread_mode {
  */
 #define XP_POOL_MIN_BYTES ((size_t)1 << 20)
 
+enum xp_tcp_zc {
+	XP_TCP_ZC_AUTO = 0, /* zero-copy sends of large payloads to peers on other hosts */
+	XP_TCP_ZC_OFF = 1,  /* never */
+	XP_TCP_ZC_ON = 2,   /* to every peer, this host's included */
+};
+
+enum xp_log_level {
+	XP_LOG_NONE = 0,
+	XP_LOG_ERROR = 1, /* failures nobody is told of by a return code */
+	XP_LOG_WARN = 2,  /* the default */
+	XP_LOG_INFO = 3,  /* also failures the program received as a return code */
+	XP_LOG_DEBUG = 4,
+};
+
 /**
  * Settings of a context. Initialise with xp_config_init(), which applies the
  * built-in defaults and then the XP_* environment variables named below, and
  * change fields afterwards if the program wants to override both.
+ *
+ * One policy for every setting (docs/SETTINGS.md): a value from the
+ * environment or from a field that is not accepted makes xp_init (and
+ * xp_init_rank, xp_local_job_create, xp_local_run) fail with -EINVAL, and
+ * xp_error_detail() names the variable or field, the value and what is
+ * accepted. Nothing bad is silently ignored, raised or replaced by a
+ * default. A bad variable fails even when the program overrides its field:
+ * the environment is the user's word and a typo in it should be seen.
+ *
+ * String fields are pointers the program keeps valid until the call that
+ * consumes the config returns (xp_config_init points them into the
+ * environment). A program built against an older, shorter xp_config_t
+ * (struct_size) gets the defaults and environment for the fields it lacks.
  */
 typedef struct xp_config {
 	size_t struct_size; /* set by xp_config_init(); lets the struct grow */
-	int timeout_ms;     /* default wait deadline; XP_TIMEOUT_MS; 30000 */
+	/* Default deadline of waits and blocking calls, 1 to 86400000 ms;
+	 * XP_TIMEOUT_MS; 30000. */
+	int timeout_ms;
 	/* Hard bound on the memory of each rank's buffer pool; XP_POOL_MAX_BYTES;
 	 * 64 MiB. Everything the pool maps counts: its size classes (hugetlb
 	 * pages rounded up to 2 MiB included: a class whose rounding would not
 	 * fit uses ordinary pages or fewer buffers) and the dedicated mappings
 	 * of buffers larger than the largest class. Half goes to the classes,
 	 * the rest to large buffers; xp_buf_get and pooled receives beyond it
-	 * get -ENOBUFS. Values below XP_POOL_MIN_BYTES make xp_init fail with
-	 * -EINVAL (xp_error_detail names the variable, the value and the
-	 * minimum). */
+	 * get -ENOBUFS. At least XP_POOL_MIN_BYTES. */
 	size_t pool_max_bytes;
 	size_t unexpected_max_bytes; /* bound on buffered unexpected payload; XP_UNEXPECTED_MAX_BYTES; 16 MiB */
 	size_t rndv_threshold; /* messages this long or longer use rendezvous; XP_RNDV_THRESHOLD;
-				      * 0 (default): each transport's own (in-process 4 KiB) */
+				      * 0 (default): each transport's own (in-process 4 KiB, TCP 32 KiB) */
 	int hugepages;         /* enum xp_hugepages; XP_HUGEPAGES=auto|on|off */
 	int thread_mode;       /* enum xp_thread_mode; XP_THREAD_MODE=multi|serialized */
+	/* Bound on forming the job and on each out-of-band operation, ms;
+	 * XP_BOOT_TIMEOUT_MS; 0 (default): timeout_ms. */
+	int boot_timeout_ms;
+	/* The secret every rank proves to join (the key never travels); XP_JOB_KEY;
+	 * NULL: none, warned (xprun sets a random one). At most 255 bytes. */
+	const char *job_key;
+	/* Interface whose address a rank listens on (as NCCL_SOCKET_IFNAME);
+	 * XP_SOCKET_IFNAME; NULL: the one that reaches rank 0. */
+	const char *socket_ifname;
+	/* Allowed transports in order of preference, e.g. "shm,tcp" (as
+	 * UCX_TLS); XP_TRANSPORTS; NULL: every transport built. A name this
+	 * build lacks is an error naming what it has. */
+	const char *transports;
+	/* Shared memory: rendezvous payloads this long or longer are read with
+	 * process_vm_readv; XP_SHM_CMA_MIN (a size or "off"); SIZE_MAX: off. */
+	size_t shm_cma_min;
+	int tcp_zc; /* enum xp_tcp_zc; XP_TCP_ZC=auto|on|off */
+	/* enum xp_log_level; XP_LOG_LEVEL=none|error|warn|info|debug. The log
+	 * is the process's: the context created last sets it. */
+	int log_level;
+	/* Debug lines of these subsystems: "all" or a list of
+	 * match,proto,pool,transport; XP_DEBUG; NULL: none. Process-wide like
+	 * log_level. */
+	const char *debug;
 } xp_config_t;
 
-/** Fills @cfg with defaults and then the XP_* environment. */
+/** Fills @cfg with defaults and then the XP_* environment. A variable whose
+ * value is not accepted leaves the default in its field; xp_init then fails
+ * naming it. */
 void xp_config_init(xp_config_t *cfg);
 
 /** What a completed operation reports. */

@@ -5,11 +5,13 @@
 
 #include "compiler.h"
 #include "engine.h"
+#include "log.h"
 
 XPI_EXPORT int xp_buf_get(xp_context_t *ctx, size_t size, xp_buf_t **buf)
 {
 	if (ctx == NULL || buf == NULL)
-		return -EINVAL;
+		return xpi_fail(-EINVAL, "xp_buf_get: %s is NULL",
+				ctx == NULL ? "the context" : "the buffer pointer");
 	return xpi_pool_get(ctx->pool, size, buf);
 }
 
@@ -32,10 +34,15 @@ XPI_EXPORT void xp_buf_release(xp_buf_t *buf)
 XPI_EXPORT int xp_mem_register(xp_context_t *ctx, void *addr, size_t len, xp_mem_t **mem)
 {
 	if (ctx == NULL || addr == NULL || len == 0 || mem == NULL)
-		return -EINVAL;
+		return xpi_fail(-EINVAL, "xp_mem_register: %s",
+				ctx == NULL  ? "the context is NULL" :
+				addr == NULL ? "the address is NULL" :
+				len == 0     ? "the length is 0" :
+					       "the registration pointer is NULL");
 	xp_mem_t *m = calloc(1, sizeof(*m));
 	if (m == NULL)
-		return -ENOMEM;
+		return xpi_fail(-ENOMEM, "rank %d: xp_mem_register: no memory for the registration",
+				ctx->rank);
 	struct xpi_reg *g = &m->reg;
 	g->ctx = ctx;
 	g->addr = addr;

@@ -1,134 +1,108 @@
 /* SPDX-License-Identifier: MIT */
+/* xp_config_init and the resolution of a context's settings; the table and
+ * its policy are settings.c's. */
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "compiler.h"
 #include "config.h"
-#include "engine.h"
 #include "log.h"
-
-#define DEFAULT_TIMEOUT_MS 30000
-#define DEFAULT_POOL_MAX (64u << 20)
-#define DEFAULT_UNEXPECTED_MAX (16u << 20)
-
-int xpi_parse_size(const char *s, size_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || s[0] == '-')
-		return -EINVAL;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		v <<= 10;
-		end++;
-		break;
-	case 'm':
-	case 'M':
-		v <<= 20;
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		v <<= 30;
-		end++;
-		break;
-	default:
-		break;
-	}
-	if (*end != '\0')
-		return -EINVAL;
-	*out = (size_t)v;
-	return 0;
-}
-
-static void env_size(const char *name, size_t *field)
-{
-	const char *s = getenv(name);
-	size_t v;
-	if (s == NULL || *s == '\0')
-		return;
-	if (xpi_parse_size(s, &v) == 0)
-		*field = v;
-	else
-		xpi_log(XPI_LOG_WARN, "ignoring %s=%s: not a size", name, s);
-}
+#include "settings.h"
 
 XPI_EXPORT void xp_config_init(xp_config_t *cfg)
 {
 	if (cfg == NULL)
 		return;
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->struct_size = sizeof(*cfg);
-	cfg->timeout_ms = DEFAULT_TIMEOUT_MS;
-	cfg->pool_max_bytes = DEFAULT_POOL_MAX;
-	cfg->unexpected_max_bytes = DEFAULT_UNEXPECTED_MAX;
-	cfg->rndv_threshold = 0; /* each transport's own */
-	cfg->hugepages = XP_HUGEPAGES_AUTO;
-	cfg->thread_mode = XP_THREAD_MULTI;
+	/* A bad variable leaves its default; xpi_config_resolve reports it. */
+	(void)xpi_settings_from_env(cfg, NULL, NULL, 0);
+}
 
-	const char *s = getenv("XP_TIMEOUT_MS");
-	if (s != NULL && *s != '\0') {
-		char *end;
-		long v = strtol(s, &end, 10);
-		if (*end == '\0' && v > 0 && v <= 24L * 3600 * 1000)
-			cfg->timeout_ms = (int)v;
-		else
-			xpi_log(XPI_LOG_WARN, "ignoring XP_TIMEOUT_MS=%s", s);
+static void copy_text(char *dst, size_t cap, const char *src)
+{
+	snprintf(dst, cap, "%s", src != NULL ? src : "");
+}
+
+/* At info: every setting that is not its default, and where it came from
+ * (what xport-info shows for the environment, here with the program's
+ * own config too). */
+static void log_settings(const struct xpi_config *c, const struct xpi_setting *table, size_t count)
+{
+	if (!xpi_log_enabled(XPI_LOG_INFO))
+		return;
+	char line[900] = "";
+	size_t used = 0;
+	for (size_t i = 0; i < count && used < sizeof(line); i++) {
+		if (c->origin[i] == XPI_ORIGIN_DEFAULT)
+			continue;
+		char value[128];
+		xpi_setting_format(&table[i], &c->given, value, sizeof(value));
+		used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s=%s (%s)",
+					 used > 0 ? ", " : "", table[i].var, value,
+					 xpi_origin_name(c->origin[i]));
 	}
-	env_size("XP_POOL_MAX_BYTES", &cfg->pool_max_bytes);
-	env_size("XP_UNEXPECTED_MAX_BYTES", &cfg->unexpected_max_bytes);
-	env_size("XP_RNDV_THRESHOLD", &cfg->rndv_threshold);
-	s = getenv("XP_HUGEPAGES");
-	if (s != NULL && *s != '\0') {
-		if (strcasecmp(s, "on") == 0)
-			cfg->hugepages = XP_HUGEPAGES_ON;
-		else if (strcasecmp(s, "off") == 0)
-			cfg->hugepages = XP_HUGEPAGES_OFF;
-		else if (strcasecmp(s, "auto") == 0)
-			cfg->hugepages = XP_HUGEPAGES_AUTO;
-		else
-			xpi_log(XPI_LOG_WARN, "ignoring XP_HUGEPAGES=%s: want auto, on or off", s);
-	}
-	s = getenv("XP_THREAD_MODE");
-	if (s != NULL && *s != '\0') {
-		if (strcasecmp(s, "multi") == 0)
-			cfg->thread_mode = XP_THREAD_MULTI;
-		else if (strcasecmp(s, "serialized") == 0)
-			cfg->thread_mode = XP_THREAD_SERIALIZED;
-		else
-			xpi_log(XPI_LOG_WARN,
-				"ignoring XP_THREAD_MODE=%s: want multi or serialized", s);
-	}
+	xpi_log(XPI_LOG_INFO, "settings: %s", used > 0 ? line : "all defaults");
 }
 
 int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
 {
-	xp_config_t def;
-	if (in == NULL) {
-		xp_config_init(&def);
-		in = &def;
-	}
-	if (in->struct_size >= sizeof(xp_config_t) && in->pool_max_bytes < XP_POOL_MIN_BYTES) {
-		xpi_log_detail(XPI_LOG_ERROR,
-			       "XP_POOL_MAX_BYTES (pool_max_bytes) = %zu is below the minimum of "
-			       "%zu bytes (XP_POOL_MIN_BYTES, 1 MiB)",
-			       in->pool_max_bytes, XP_POOL_MIN_BYTES);
+	char why[512];
+	xp_config_t env_cfg, cfg;
+	unsigned char origin[XPI_SETTINGS_MAX];
+	if (xpi_settings_from_env(&env_cfg, origin, why, sizeof(why)) < 0) {
+		xpi_log_detail(XPI_LOG_INFO, "%s", why);
 		return -EINVAL;
 	}
-	if (in->struct_size < sizeof(xp_config_t) || in->timeout_ms <= 0 ||
-	    in->hugepages < XP_HUGEPAGES_AUTO || in->hugepages > XP_HUGEPAGES_ON ||
-	    in->thread_mode < XP_THREAD_MULTI || in->thread_mode > XP_THREAD_SERIALIZED)
+	cfg = env_cfg;
+	if (in != NULL) {
+		/* A program built against a shorter struct gets the defaults and
+		 * environment for what it lacks. */
+		if (in->struct_size < offsetof(xp_config_t, thread_mode) + sizeof(int)) {
+			xpi_log_detail(XPI_LOG_INFO,
+				       "xp_config_t.struct_size = %zu: not set by xp_config_init "
+				       "(want at least %zu, this library's is %zu)",
+				       in->struct_size,
+				       offsetof(xp_config_t, thread_mode) + sizeof(int),
+				       sizeof(xp_config_t));
+			return -EINVAL;
+		}
+		size_t n = in->struct_size < sizeof(cfg) ? in->struct_size : sizeof(cfg);
+		memcpy(&cfg, in, n);
+		cfg.struct_size = sizeof(cfg);
+	}
+	if (xpi_settings_check(&cfg, why, sizeof(why)) < 0) {
+		xpi_log_detail(XPI_LOG_INFO, "%s", why);
 		return -EINVAL;
-	out->timeout_ms = in->timeout_ms;
-	out->pool_max_bytes = in->pool_max_bytes;
-	out->unexpected_max_bytes = in->unexpected_max_bytes;
-	out->rndv_threshold = in->rndv_threshold;
-	out->hugepages = in->hugepages;
-	out->thread_mode = in->thread_mode;
+	}
+	size_t count;
+	const struct xpi_setting *table = xpi_settings(&count);
+	memset(out, 0, sizeof(*out));
+	for (size_t i = 0; i < count; i++)
+		out->origin[i] = xpi_setting_equal(&table[i], &cfg, &env_cfg) ? origin[i] :
+										XPI_ORIGIN_CONFIG;
+	out->timeout_ms = cfg.timeout_ms;
+	out->pool_max_bytes = cfg.pool_max_bytes;
+	out->unexpected_max_bytes = cfg.unexpected_max_bytes;
+	out->rndv_threshold = cfg.rndv_threshold;
+	out->hugepages = cfg.hugepages;
+	out->thread_mode = cfg.thread_mode;
+	out->boot_timeout_ms = cfg.boot_timeout_ms != 0 ? cfg.boot_timeout_ms : cfg.timeout_ms;
+	out->has_job_key = cfg.job_key != NULL;
+	copy_text(out->job_key, sizeof(out->job_key), cfg.job_key);
+	copy_text(out->socket_ifname, sizeof(out->socket_ifname), cfg.socket_ifname);
+	copy_text(out->transports, sizeof(out->transports), cfg.transports);
+	out->shm_cma_min = cfg.shm_cma_min;
+	out->tcp_zc = cfg.tcp_zc;
+	out->log_level = cfg.log_level;
+	out->debug_mask = xpi_settings_debug_mask(cfg.debug);
+	copy_text(out->debug, sizeof(out->debug), cfg.debug);
+	/* The strings of the given config need not outlive this call. */
+	out->given = cfg;
+	out->given.job_key = out->has_job_key ? out->job_key : NULL;
+	out->given.socket_ifname = cfg.socket_ifname != NULL ? out->socket_ifname : NULL;
+	out->given.transports = cfg.transports != NULL ? out->transports : NULL;
+	out->given.debug = cfg.debug != NULL ? out->debug : NULL;
+	xpi_log_configure(out->log_level, out->debug_mask);
+	log_settings(out, table, count);
 	return 0;
 }

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Resolved settings of a context: defaults, then XP_* variables, then the
- * program's xp_config_t. */
+ * program's xp_config_t, validated by one policy (settings.h). */
 #ifndef XPI_CONFIG_H
 #define XPI_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
+#include "settings.h"
 #include "xport/xport.h"
 
 struct xpi_config {
@@ -15,16 +17,37 @@ struct xpi_config {
 	size_t rndv_threshold;
 	int hugepages;
 	int thread_mode;
+	int boot_timeout_ms; /* resolved: never 0 */
+	bool has_job_key;
+	char job_key[256];
+	char socket_ifname[16]; /* "" : unset */
+	char transports[128];   /* "" : unset */
+	size_t shm_cma_min;     /* SIZE_MAX: off */
+	int tcp_zc;             /* enum xp_tcp_zc */
+	int log_level;          /* enum xp_log_level */
+	unsigned debug_mask;    /* xpi_settings_debug_mask */
+	char debug[128];        /* as given, "" : unset */
+	/* What xport-info shows: every setting's value as given and where it
+	 * came from, in the table's order. */
+	xp_config_t given;
+	unsigned char origin[XPI_SETTINGS_MAX];
 };
 
-/* Parses a size with an optional k/m/g suffix (powers of 1024). Returns 0
- * or -EINVAL. */
+/* The default of timeout_ms (XP_TIMEOUT_MS). */
+#define XPI_DEFAULT_TIMEOUT_MS 30000
+
+/* Parses a size with an optional k/m/g suffix (powers of 1024). Returns 0,
+ * -EINVAL (not a size) or -ERANGE (does not fit a size_t). */
 int xpi_parse_size(const char *s, size_t *out);
 
-/* Validates a public config (NULL: defaults and environment). Returns 0 or
- * -EINVAL; a pool bound below XP_POOL_MIN_BYTES is also logged and becomes
- * the thread's error detail, naming XP_POOL_MAX_BYTES, the value and the
- * minimum. */
+/* Writes @v the shortest way with a suffix ("64m", "4097"). */
+void xpi_format_size(size_t v, char *out, size_t n);
+
+/* Validates the environment and a public config (NULL: defaults and
+ * environment) and resolves them into @out; applies the log level and
+ * debug subsystems to the process. Returns 0 or -EINVAL, logged (info) and
+ * made the thread's error detail, naming the variable or field, the value
+ * and what is accepted. */
 int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out);
 
 #endif

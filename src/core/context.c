@@ -215,7 +215,7 @@ XPI_EXPORT int xp_comm_size(const xp_comm_t *comm)
 XPI_EXPORT int xp_progress(xp_context_t *ctx)
 {
 	if (ctx == NULL)
-		return -EINVAL;
+		return xpi_fail(-EINVAL, "xp_progress: the context is NULL");
 	if (!xpi_owner_try_acquire(ctx))
 		return 0; /* another thread is running this rank's engine */
 	int n = xpi_engine_run(ctx);
@@ -225,7 +225,8 @@ XPI_EXPORT int xp_progress(xp_context_t *ctx)
 XPI_EXPORT int xp_stats_get(xp_context_t *ctx, xp_stats_t *st)
 {
 	if (ctx == NULL || st == NULL)
-		return -EINVAL;
+		return xpi_fail(-EINVAL, "xp_stats_get: %s is NULL",
+				ctx == NULL ? "the context" : "the stats pointer");
 	xp_stats_t s = {
 		.sends = atomic_load_explicit(&ctx->st_sends, memory_order_relaxed),
 		.recvs = atomic_load_explicit(&ctx->st_recvs, memory_order_relaxed),

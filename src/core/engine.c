@@ -243,16 +243,26 @@ static void stream_broken(xp_context_t *ctx, struct xpi_msg *m)
 /* ------------------------------------------------------------------------- */
 /* Completing receives                                                       */
 
+/* The call the program made: xp_recv, or xp_irecv (then waited for). */
 static const char *op_name(const xp_request_t *r)
 {
 	switch (r->op) {
 	case XPI_OP_SEND:
-		return "xp_send";
+		return r->blocking ? "xp_send" : "xp_isend";
 	case XPI_OP_RECV:
-		return "xp_recv";
+		return r->blocking ? "xp_recv" : "xp_irecv";
 	default:
-		return "xp_recv_buf";
+		return r->blocking ? "xp_recv_buf" : "xp_irecv_buf";
 	}
+}
+
+/* A deadline is xp_wait's: "xp_recv", or "xp_wait on an xp_irecv". */
+static const char *timed_op_name(const xp_request_t *r, char *buf, size_t n)
+{
+	if (r->blocking)
+		return op_name(r);
+	snprintf(buf, n, "xp_wait on an %s", op_name(r));
+	return buf;
 }
 
 static void set_truncation_detail(xp_context_t *ctx, xp_request_t *r)
@@ -708,22 +718,25 @@ static void describe_peer(xp_context_t *ctx, int peer, char *out, size_t len)
 
 static void set_cancel_detail(xp_context_t *ctx, xp_request_t *r, int reason)
 {
-	char peer_text[32], history[256];
+	char peer_text[32], history[256], name[40], mask[40] = "";
 	if (r->peer < 0)
 		snprintf(peer_text, sizeof(peer_text), "any rank");
 	else
 		snprintf(peer_text, sizeof(peer_text), "rank %d", r->peer);
 	describe_peer(ctx, r->peer, history, sizeof(history));
+	/* A receive's mask matters; a send's tag is exact. */
+	if (r->op != XPI_OP_SEND && r->mask != XP_TAG_EXACT)
+		snprintf(mask, sizeof(mask), " mask 0x%llx", (unsigned long long)r->mask);
 	if (reason == -ETIMEDOUT)
 		xpi_request_set_detail(
 			r,
-			"rank %d: %s %s %s tag 0x%llx mask 0x%llx on communicator %u timed out "
+			"rank %d: %s %s %s tag 0x%llx%s on communicator %u timed out "
 			"after %lld ms with no matching %s; the peers are probably not running "
 			"the same sequence of operations (%s)",
-			ctx->rank, op_name(r), r->op == XPI_OP_SEND ? "to" : "from", peer_text,
-			(unsigned long long)r->tag, (unsigned long long)r->mask, r->comm,
-			(long long)r->waited_ms, r->op == XPI_OP_SEND ? "receive" : "message",
-			history);
+			ctx->rank, timed_op_name(r, name, sizeof(name)),
+			r->op == XPI_OP_SEND ? "to" : "from", peer_text, (unsigned long long)r->tag,
+			mask, r->comm, (long long)r->waited_ms,
+			r->op == XPI_OP_SEND ? "receive" : "message", history);
 	else
 		xpi_request_set_detail(r,
 				       "rank %d: %s %s %s tag 0x%llx on communicator %u cancelled",
@@ -773,14 +786,16 @@ void xpi_engine_exec_cancel(xp_context_t *ctx, xp_request_t *r)
 	} else {
 		return;
 	}
+	char name[40];
 	if (r->op != XPI_OP_SEND && r->status.source >= 0)
 		xpi_request_set_detail(
 			r,
 			"rank %d: %s from rank %d tag 0x%llx on communicator %u timed out after "
 			"%lld ms: it matched a %zu-byte message whose payload rank %d did not send "
 			"in time (is that rank stuck outside xport calls?); the payload is dropped",
-			ctx->rank, op_name(r), r->status.source, (unsigned long long)r->status.tag,
-			r->comm, (long long)r->waited_ms, r->status.length, r->status.source);
+			ctx->rank, timed_op_name(r, name, sizeof(name)), r->status.source,
+			(unsigned long long)r->status.tag, r->comm, (long long)r->waited_ms,
+			r->status.length, r->status.source);
 	else
 		set_cancel_detail(ctx, r, reason);
 	xpi_request_complete(r, reason);

@@ -77,6 +77,7 @@ struct xp_request {
 	size_t len; /* send length or receive capacity */
 	uint8_t op;
 	uint8_t proto;
+	bool blocking;             /* posted by xp_send/xp_recv/xp_recv_buf: texts name that call */
 	_Atomic int cancel_reason; /* 0, -ETIMEDOUT or -ECANCELED: asked for */
 	_Atomic int rndv_state;    /* enum xpi_rndv_state */
 	_Atomic int refs;

@@ -60,6 +60,29 @@ void xpi_set_thread_detail(const char *text)
 	thread_detail[n] = '\0';
 }
 
+void xpi_detail_clear(void)
+{
+	thread_detail[0] = '\0';
+}
+
+int xpi_detail_ensure(int rc, const char *call)
+{
+	if (rc < 0 && thread_detail[0] == '\0')
+		xpi_fail(rc, "%s: %s", call, xp_strerror(rc));
+	return rc;
+}
+
+int xpi_fail(int rc, const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	xpi_set_thread_detail(text);
+	return rc;
+}
+
 void xpi_log_detailv(int level, const char *fmt, va_list ap)
 {
 	char text[640]; /* what the bootstrap's texts need; the detail keeps 512 */

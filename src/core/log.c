@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,43 +8,46 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "settings.h"
 
-static int level_from_env(void)
+/* The process's level and debug subsystems: set by every context's
+ * resolution of its settings (xpi_log_configure); before the first, read
+ * from the environment (a value not accepted counts as unset: the context
+ * being created fails on it). */
+static _Atomic int log_level = -1;
+static _Atomic unsigned debug_mask;
+
+static void configure_from_env(void)
 {
-	static const char *const names[] = { "none", "error", "warn", "info", "debug" };
-	const char *s = getenv("XP_LOG_LEVEL");
-	if (s == NULL)
-		return XPI_LOG_WARN;
-	for (int i = 0; i < 5; i++)
-		if (strcasecmp(s, names[i]) == 0)
-			return i;
-	return XPI_LOG_WARN;
+	xp_config_t cfg;
+	(void)xpi_settings_from_env(&cfg, NULL, NULL, 0);
+	int expected = -1;
+	if (atomic_compare_exchange_strong(&log_level, &expected, cfg.log_level))
+		atomic_store(&debug_mask, xpi_settings_debug_mask(cfg.debug));
+}
+
+void xpi_log_configure(int level, unsigned mask)
+{
+	atomic_store(&debug_mask, mask);
+	atomic_store(&log_level, level);
 }
 
 bool xpi_log_enabled(int level)
 {
-	/* Read every time: cheap next to what is being logged, and tests can
-	 * change the environment between contexts. */
-	return level <= level_from_env();
+	int cur = atomic_load_explicit(&log_level, memory_order_relaxed);
+	if (cur < 0) {
+		configure_from_env();
+		cur = atomic_load(&log_level);
+	}
+	return level <= cur;
 }
 
 bool xpi_debug_on(const char *subsystem)
 {
-	const char *s = getenv("XP_DEBUG");
-	if (s == NULL || *s == '\0')
-		return false;
-	size_t n = strlen(subsystem);
-	for (const char *p = s; *p != '\0';) {
-		const char *comma = strchr(p, ',');
-		size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
-		if ((len == 3 && strncmp(p, "all", 3) == 0) ||
-		    (len == n && strncmp(p, subsystem, n) == 0))
-			return true;
-		if (comma == NULL)
-			break;
-		p = comma + 1;
-	}
-	return false;
+	if (atomic_load_explicit(&log_level, memory_order_relaxed) < 0)
+		configure_from_env();
+	return (atomic_load_explicit(&debug_mask, memory_order_relaxed) &
+		xpi_settings_debug_mask(subsystem)) != 0;
 }
 
 void xpi_log(int level, const char *fmt, ...)

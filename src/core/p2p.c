@@ -49,14 +49,19 @@ static int check_args(const char *call, const xp_comm_t *comm, const void *buf, 
 	return 0;
 }
 
-XPI_EXPORT int xp_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag,
-			xp_request_t **req)
+static int start_send(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag,
+		      bool blocking, xp_request_t **req)
 {
-	if (xpi_unlikely(check_args("xp_isend", comm, buf, len, dest, false, true, req) < 0))
+	const char *call = blocking ? "xp_send" : "xp_isend";
+	if (xpi_unlikely(check_args(call, comm, buf, len, dest, false, true, req) < 0))
 		return -EINVAL;
 	xp_request_t *r = xpi_request_new(comm->ctx, XPI_OP_SEND);
 	if (r == NULL)
-		return -ENOMEM;
+		return xpi_fail(-ENOMEM,
+				"rank %d: %s to rank %d tag 0x%llx: no memory for "
+				"the request",
+				comm->ctx->rank, call, dest, (unsigned long long)tag);
+	r->blocking = blocking;
 	r->comm = comm->id;
 	r->peer = dest;
 	r->tag = tag;
@@ -68,15 +73,26 @@ XPI_EXPORT int xp_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, 
 	return 0;
 }
 
-static int post_recv(xp_comm_t *comm, uint8_t op, void *buf, size_t cap, int source, uint64_t tag,
-		     uint64_t mask, xp_request_t **req)
+XPI_EXPORT int xp_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag,
+			xp_request_t **req)
 {
-	if (xpi_unlikely(check_args(op == XPI_OP_RECV ? "xp_irecv" : "xp_irecv_buf", comm, buf, cap,
-				    source, true, op == XPI_OP_RECV, req) < 0))
+	return start_send(comm, buf, len, dest, tag, false, req);
+}
+
+static int post_recv(xp_comm_t *comm, uint8_t op, void *buf, size_t cap, int source, uint64_t tag,
+		     uint64_t mask, bool blocking, xp_request_t **req)
+{
+	static const char *const calls[2][2] = { { "xp_irecv_buf", "xp_irecv" },
+						 { "xp_recv_buf", "xp_recv" } };
+	const char *call = calls[blocking][op == XPI_OP_RECV];
+	if (xpi_unlikely(check_args(call, comm, buf, cap, source, true, op == XPI_OP_RECV, req) <
+			 0))
 		return -EINVAL;
 	xp_request_t *r = xpi_request_new(comm->ctx, op);
 	if (r == NULL)
-		return -ENOMEM;
+		return xpi_fail(-ENOMEM, "rank %d: %s: no memory for the request", comm->ctx->rank,
+				call);
+	r->blocking = blocking;
 	r->comm = comm->id;
 	r->peer = source;
 	r->tag = tag;
@@ -91,13 +107,13 @@ static int post_recv(xp_comm_t *comm, uint8_t op, void *buf, size_t cap, int sou
 XPI_EXPORT int xp_irecv(xp_comm_t *comm, void *buf, size_t cap, int source, uint64_t tag,
 			uint64_t mask, xp_request_t **req)
 {
-	return post_recv(comm, XPI_OP_RECV, buf, cap, source, tag, mask, req);
+	return post_recv(comm, XPI_OP_RECV, buf, cap, source, tag, mask, false, req);
 }
 
 XPI_EXPORT int xp_irecv_buf(xp_comm_t *comm, int source, uint64_t tag, uint64_t mask,
 			    xp_request_t **req)
 {
-	return post_recv(comm, XPI_OP_RECV_BUF, NULL, 0, source, tag, mask, req);
+	return post_recv(comm, XPI_OP_RECV_BUF, NULL, 0, source, tag, mask, false, req);
 }
 
 /* Asks the owner to cancel @r for @reason, once. */
@@ -113,7 +129,7 @@ static void request_cancel(xp_request_t *r, int reason)
 XPI_EXPORT int xp_cancel(xp_request_t *req)
 {
 	if (req == NULL)
-		return -EINVAL;
+		return xpi_fail(-EINVAL, "xp_cancel: no request (NULL)");
 	request_cancel(req, -ECANCELED);
 	return 0;
 }
@@ -129,8 +145,9 @@ static int finish(xp_request_t **reqp, xp_status_t *status)
 		xpi_buf_put(r->status.buf); /* nobody can take it: give it back */
 	if (err != 0) {
 		xpi_set_thread_detail(r->detail != NULL ? r->detail : xp_strerror(err));
+		/* The caller has the code: whether it is an error is its call. */
 		if ((err == -ETIMEDOUT || err == -ECONNRESET) && r->detail != NULL)
-			xpi_log(XPI_LOG_ERROR, "%s", r->detail);
+			xpi_log(XPI_LOG_INFO, "%s", r->detail);
 	}
 	*reqp = NULL;
 	xpi_request_put(r);
@@ -140,7 +157,7 @@ static int finish(xp_request_t **reqp, xp_status_t *status)
 XPI_EXPORT int xp_test(xp_request_t **reqp, xp_status_t *status)
 {
 	if (reqp == NULL)
-		return -EINVAL;
+		return xpi_fail(-EINVAL, "xp_test: no request pointer (NULL)");
 	if (*reqp == NULL) {
 		if (status != NULL)
 			*status = (xp_status_t){ .source = XP_ANY_SOURCE };
@@ -178,8 +195,13 @@ static int64_t wait_deadline(int timeout_ms)
 
 XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 {
-	if (reqp == NULL || timeout_ms < XP_TIMEOUT_DEFAULT)
-		return -EINVAL;
+	if (reqp == NULL)
+		return xpi_fail(-EINVAL, "xp_wait: no request pointer (NULL)");
+	if (timeout_ms < XP_TIMEOUT_DEFAULT)
+		return xpi_fail(-EINVAL,
+				"xp_wait: timeout %d ms is not >= 0, XP_TIMEOUT_DEFAULT or "
+				"XP_TIMEOUT_INFINITE",
+				timeout_ms);
 	if (*reqp == NULL) {
 		if (status != NULL)
 			*status = (xp_status_t){ .source = XP_ANY_SOURCE };
@@ -267,7 +289,7 @@ XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 XPI_EXPORT int xp_send(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag)
 {
 	xp_request_t *r;
-	int rc = xp_isend(comm, buf, len, dest, tag, &r);
+	int rc = start_send(comm, buf, len, dest, tag, true, &r);
 	if (rc < 0)
 		return rc;
 	return xp_wait(&r, XP_TIMEOUT_DEFAULT, NULL);
@@ -277,7 +299,7 @@ XPI_EXPORT int xp_recv(xp_comm_t *comm, void *buf, size_t cap, int source, uint6
 		       uint64_t mask, xp_status_t *status)
 {
 	xp_request_t *r;
-	int rc = xp_irecv(comm, buf, cap, source, tag, mask, &r);
+	int rc = post_recv(comm, XPI_OP_RECV, buf, cap, source, tag, mask, true, &r);
 	if (rc < 0)
 		return rc;
 	return xp_wait(&r, XP_TIMEOUT_DEFAULT, status);
@@ -287,10 +309,10 @@ XPI_EXPORT int xp_recv_buf(xp_comm_t *comm, int source, uint64_t tag, uint64_t m
 			   xp_status_t *status)
 {
 	if (buf == NULL)
-		return -EINVAL;
+		return xpi_fail(-EINVAL, "xp_recv_buf: no place for the buffer (NULL)");
 	xp_request_t *r;
 	xp_status_t st;
-	int rc = xp_irecv_buf(comm, source, tag, mask, &r);
+	int rc = post_recv(comm, XPI_OP_RECV_BUF, NULL, 0, source, tag, mask, true, &r);
 	if (rc < 0)
 		return rc;
 	rc = xp_wait(&r, XP_TIMEOUT_DEFAULT, &st);

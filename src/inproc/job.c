@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../core/compiler.h"
+#include "../core/log.h"
 #include "inproc.h"
 #include "job.h"
 #include "ring.h"
@@ -50,7 +51,7 @@ static void job_free(struct xp_local_job *job)
 int xpi_local_job_create(int n, const struct xpi_config *cfg, xp_local_job_t **out)
 {
 	if (n < 1 || n > MAX_LOCAL_RANKS)
-		return -EINVAL;
+		return xpi_fail(-EINVAL, "local job: %d ranks is not 1 to %d", n, MAX_LOCAL_RANKS);
 	struct xp_local_job *job = calloc(1, sizeof(*job));
 	if (job == NULL)
 		return -ENOMEM;
@@ -101,18 +102,23 @@ fail:
 XPI_EXPORT int xp_local_job_create(int nranks, const xp_config_t *cfg, xp_local_job_t **job)
 {
 	struct xpi_config icfg;
+	xpi_detail_clear();
 	if (job == NULL)
-		return -EINVAL;
+		return xpi_fail(-EINVAL, "xp_local_job_create: the job pointer is NULL");
 	int rc = xpi_config_resolve(cfg, &icfg);
-	if (rc < 0)
-		return rc;
-	return xpi_local_job_create(nranks, &icfg, job);
+	if (rc == 0)
+		rc = xpi_local_job_create(nranks, &icfg, job);
+	return xpi_detail_ensure(rc, "xp_local_job_create");
 }
 
 XPI_EXPORT int xp_local_job_context(xp_local_job_t *job, int rank, xp_context_t **ctx)
 {
-	if (job == NULL || ctx == NULL || rank < 0 || rank >= job->n)
-		return -EINVAL;
+	if (job == NULL || ctx == NULL)
+		return xpi_fail(-EINVAL, "xp_local_job_context: %s is NULL",
+				job == NULL ? "the job" : "the context pointer");
+	if (rank < 0 || rank >= job->n)
+		return xpi_fail(-EINVAL, "xp_local_job_context: rank %d is not one of the job's %d",
+				rank, job->n);
 	*ctx = job->ctxs[rank];
 	return 0;
 }
@@ -142,7 +148,7 @@ XPI_EXPORT int xp_local_run(int nranks, const xp_config_t *cfg,
 			    int (*fn)(xp_context_t *ctx, void *arg), void *arg)
 {
 	if (fn == NULL)
-		return -EINVAL;
+		return xpi_fail(-EINVAL, "xp_local_run: the rank function is NULL");
 	xp_local_job_t *job;
 	int rc = xp_local_job_create(nranks, cfg, &job);
 	if (rc < 0)
@@ -150,7 +156,7 @@ XPI_EXPORT int xp_local_run(int nranks, const xp_config_t *cfg,
 	struct rank_thread *t = calloc((size_t)nranks, sizeof(*t));
 	if (t == NULL) {
 		xp_local_job_destroy(job);
-		return -ENOMEM;
+		return xpi_fail(-ENOMEM, "xp_local_run: no memory for %d rank threads", nranks);
 	}
 	int started = 1;
 	for (int i = 0; i < nranks; i++) {

@@ -53,10 +53,40 @@ struct xpi_backend {
 	 * which peer failed and why.
 	 */
 	int (*attach)(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want, uint8_t *ok);
+
+	/*
+	 * Whether this host can run the backend at all, without a job: the
+	 * device or kernel feature it needs exists and this process may use
+	 * it. Returns 0 (usable; @note may tell what it found, e.g. optional
+	 * features) or 1 (not usable: @note says why, e.g. "io_uring is
+	 * disabled by kernel.io_uring_disabled"). @note is @n bytes, always
+	 * written. May block briefly; leaves nothing behind. For xport-info:
+	 * xp_init does not call it, so that a backend that fails to set up
+	 * with some peer falls back with a warning (attach) rather than
+	 * quietly never being offered.
+	 */
+	int (*probe)(char *note, size_t n);
 };
 
 /* The backends built in, in attach order, which is also the fallback order:
  * a peer whose pair failed in one is served by a later one. NULL-ended. */
 extern const struct xpi_backend *const xpi_backends[];
+
+/* The backend named @name (case-insensitive, @len bytes), or NULL. */
+const struct xpi_backend *xpi_backend_find(const char *name, size_t len);
+
+/* The names of the backends built in ("shm, tcp"), and of the transports
+ * the capability cards know that this build lacks ("rdma, dpdk"; "" if
+ * none). */
+void xpi_backends_built(char *out, size_t n);
+void xpi_backends_not_built(char *out, size_t n);
+
+/*
+ * Checks an XP_TRANSPORTS list against this build: every name must be a
+ * backend built in. Returns 0, or -EINVAL with @why naming the first
+ * name that is not and what this build has ("rdma is not in this build
+ * (built: shm, tcp)").
+ */
+int xpi_backends_check_list(const char *list, char *why, size_t n);
 
 #endif

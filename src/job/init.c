@@ -57,12 +57,12 @@ static int make_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card *
 		}
 		c->ntl++;
 	}
-	const char *env = getenv("XP_TRANSPORTS");
-	if (env != NULL && *env != '\0') {
+	/* XP_TRANSPORTS: checked against this build by xp_init already. */
+	if (ctx->cfg.transports[0] != '\0') {
 		const char *why = "";
-		if (xpi_transports_parse(env, c->allowed, &c->nallowed, &why) < 0) {
-			xpi_log_detail(XPI_LOG_ERROR, "rank %d: XP_TRANSPORTS=%s: %s", ctx->rank,
-				       env, why);
+		if (xpi_transports_parse(ctx->cfg.transports, c->allowed, &c->nallowed, &why) < 0) {
+			xpi_log_detail(XPI_LOG_INFO, "rank %d: XP_TRANSPORTS=%s: %s", ctx->rank,
+				       ctx->cfg.transports, why);
 			return -EINVAL;
 		}
 	}
@@ -263,21 +263,54 @@ static int init_networked(const struct xpi_config *cfg, struct xpi_boot *boot, x
 	return 0;
 }
 
+/*
+ * This rank cannot run with its settings (@rc, the detail says why). If it
+ * belongs to a job, it still joins and leaves at once: the others then
+ * fail at their first exchange (rank 0 tells them who left) instead of
+ * waiting out their timeout for a rank that will never come.
+ */
+static int refuse_settings(int rc, int boot_timeout_ms)
+{
+	char detail[512];
+	snprintf(detail, sizeof(detail), "%s", xp_error_detail());
+	struct xpi_boot *boot = NULL;
+	if (xpi_boot_create(boot_timeout_ms, &boot) == 0)
+		xpi_boot_destroy(boot);
+	xpi_set_thread_detail(detail);
+	return rc;
+}
+
 XPI_EXPORT int xp_init(const xp_config_t *cfg, xp_context_t **ctx)
 {
 	struct xpi_config icfg;
+	xpi_detail_clear();
 	if (ctx == NULL)
-		return -EINVAL;
+		return xpi_fail(-EINVAL, "xp_init: the context pointer is NULL");
 	int rc = xpi_config_resolve(cfg, &icfg);
 	if (rc < 0)
-		return rc;
+		return refuse_settings(rc, XPI_DEFAULT_TIMEOUT_MS);
+	char why[256];
+	if (icfg.transports[0] != '\0' &&
+	    xpi_backends_check_list(icfg.transports, why, sizeof(why)) < 0) {
+		if (icfg.origin[xpi_setting_index("XP_TRANSPORTS")] == XPI_ORIGIN_CONFIG)
+			xpi_log_detail(XPI_LOG_INFO,
+				       "xp_config_t.transports (XP_TRANSPORTS) = \"%s\" is not "
+				       "accepted: %s",
+				       icfg.transports, why);
+		else
+			xpi_log_detail(XPI_LOG_INFO, "XP_TRANSPORTS=%s is not accepted: %s",
+				       icfg.transports, why);
+		return refuse_settings(-EINVAL, icfg.boot_timeout_ms);
+	}
 	struct xpi_boot *boot;
 	rc = xpi_boot_create(icfg.timeout_ms, &boot);
 	if (rc < 0)
 		return rc;
 	if (rc == 1)
-		return init_singleton(&icfg, ctx);
-	return init_networked(&icfg, boot, ctx);
+		rc = init_singleton(&icfg, ctx);
+	else
+		rc = init_networked(&icfg, boot, ctx);
+	return xpi_detail_ensure(rc, "xp_init");
 }
 
 XPI_EXPORT void xp_finalize(xp_context_t *ctx)

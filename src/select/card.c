@@ -292,7 +292,7 @@ int xpi_transports_parse(const char *s, uint8_t out[XPI_CARD_MAX_TL], uint8_t *n
 			    strncasecmp(tl_names[i].name, name, len) == 0)
 				type = tl_names[i].type;
 		if (type == 0)
-			return invalid(why, "unknown transport name (known: shm, rdma, dpdk, tcp)");
+			return invalid(why, "unknown transport name");
 		for (unsigned j = 0; j < count; j++)
 			if (list[j] == type)
 				return invalid(why, "transport named twice in the list");

@@ -166,15 +166,8 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	probe_word = 0x58504d454d000000ull ^ (uint64_t)getpid();
 	mine.probe = (uint64_t)(uintptr_t)&probe_word;
 	mine.probe_val = probe_word;
-	s->cma_min = SHM_CMA_MIN_DEFAULT;
-	const char *env = getenv("XP_SHM_CMA_MIN");
-	size_t cma_min;
-	if (env != NULL && *env != '\0') {
-		if (xpi_parse_size(env, &cma_min) == 0)
-			s->cma_min = cma_min;
-		else
-			xpi_log(XPI_LOG_WARN, "ignoring XP_SHM_CMA_MIN=%s: not a size", env);
-	}
+	/* XP_SHM_CMA_MIN, validated with every setting (settings.c). */
+	s->cma_min = ctx->cfg.shm_cma_min == SIZE_MAX ? SHM_CMA_MIN_DEFAULT : ctx->cfg.shm_cma_min;
 	if (any) {
 		sweep_stale();
 		seg_name(name, sizeof(name), getpid(), me);
@@ -306,10 +299,46 @@ static int shm_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card_tl
 	return 0;
 }
 
+/* A segment can be made, sized, mapped and removed in /dev/shm (a
+ * container may lack it or mount it read-only or tiny). Cross-memory
+ * attach (XP_SHM_CMA_MIN) is optional: said in the note. */
+static int shm_probe(char *note, size_t n)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "/xport-probe-%d", (int)getpid());
+	int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0) {
+		snprintf(note, n, "cannot create a segment in /dev/shm: %s",
+			 strerrordesc_np(errno));
+		return 1;
+	}
+	shm_unlink(name);
+	void *p = MAP_FAILED;
+	if (ftruncate(fd, 4096) == 0)
+		p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	int err = errno;
+	close(fd);
+	if (p == MAP_FAILED) {
+		snprintf(note, n, "cannot size or map a segment in /dev/shm: %s",
+			 strerrordesc_np(err));
+		return 1;
+	}
+	munmap(p, 4096);
+	/* Reading our own memory tells whether process_vm_readv exists; other
+	 * processes may still be refused by the Yama ptrace scope. */
+	uint64_t src = 1, dst = 0;
+	struct iovec l = { &dst, sizeof(dst) }, r = { &src, sizeof(src) };
+	bool cma = syscall(SYS_process_vm_readv, getpid(), &l, 1, &r, 1, 0) == (long)sizeof(dst);
+	snprintf(note, n, "/dev/shm segments; cross-memory attach %s",
+		 cma ? "available" : "not available");
+	return 0;
+}
+
 const struct xpi_backend xpi_shm_backend = {
 	.name = "shm",
 	.type = XPI_TL_SHM,
 	.ops = &xpi_shm_ops,
 	.card = shm_card,
 	.attach = xpi_shm_attach,
+	.probe = shm_probe,
 };

@@ -5,6 +5,7 @@
  * authenticated connections per pair of ranks (the lower rank connects).
  */
 #include <errno.h>
+#include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdbool.h>
@@ -199,10 +200,9 @@ static bool want_zc(struct xpi_tcp *t, const struct sockaddr_storage *peer,
 {
 	if (!t->zc_supported)
 		return false;
-	const char *s = getenv("XP_TCP_ZC");
-	if (s != NULL && strcmp(s, "on") == 0)
+	if (t->ctx->cfg.tcp_zc == XP_TCP_ZC_ON)
 		return true;
-	if (s != NULL && strcmp(s, "off") == 0)
+	if (t->ctx->cfg.tcp_zc == XP_TCP_ZC_OFF)
 		return false;
 	return !same_host(peer, mine);
 }
@@ -458,10 +458,47 @@ static int tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *w
 	return rc;
 }
 
+/* io_uring can be set up and has the operations the transport uses; TCP
+ * sockets can be made. Zero-copy sends are optional: said in the note. */
+static int tcp_probe(char *note, size_t n)
+{
+	struct io_uring ring;
+	int rc = io_uring_queue_init(8, &ring, 0);
+	if (rc < 0) {
+		snprintf(note, n, "io_uring cannot be set up: %s%s", strerrordesc_np(-rc),
+			 rc == -EPERM  ? " (kernel.io_uring_disabled, or a seccomp filter)" :
+			 rc == -ENOSYS ? " (a kernel without io_uring)" :
+					 "");
+		return 1;
+	}
+	struct io_uring_probe *probe = io_uring_get_probe_ring(&ring);
+	bool ops = probe != NULL && io_uring_opcode_supported(probe, IORING_OP_RECV) &&
+		   io_uring_opcode_supported(probe, IORING_OP_SEND) &&
+		   io_uring_opcode_supported(probe, IORING_OP_PROVIDE_BUFFERS);
+	bool zc = probe != NULL && io_uring_opcode_supported(probe, IORING_OP_SENDMSG_ZC);
+	io_uring_free_probe(probe);
+	io_uring_queue_exit(&ring);
+	if (!ops) {
+		snprintf(note, n, "this kernel's io_uring lacks send, receive or provided buffers");
+		return 1;
+	}
+	int fd = socket(AF_INET6, SOCK_STREAM, 0);
+	if (fd < 0)
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0) {
+		snprintf(note, n, "cannot create a TCP socket: %s", strerrordesc_np(errno));
+		return 1;
+	}
+	close(fd);
+	snprintf(note, n, "io_uring; zero-copy sends %s", zc ? "available" : "not available");
+	return 0;
+}
+
 const struct xpi_backend xpi_tcp_backend = {
 	.name = "tcp",
 	.type = XPI_TL_TCP,
 	.ops = &xpi_tcp_ops,
 	.card = tcp_card,
 	.attach = tcp_attach,
+	.probe = tcp_probe,
 };
