@@ -12,6 +12,7 @@ set -euo pipefail
 packages=(
 	# build
 	meson ninja-build pkg-config gcc g++ binutils
+	libsodium-dev
 	# clang builds; the sanitizer runtimes of clang 14 (ASan, UBSan, TSan,
 	# LSan) are in libclang-rt-14-dev, not in clang itself
 	clang libclang-rt-14-dev

@@ -32,6 +32,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "job/auth.h"
 #include "job/bootstrap.h"
 #include "core/clock.h"
@@ -167,15 +169,71 @@ struct auth_peer {
 	const char *key; /* passed through xpi_auth_key_from_string */
 	int rank, size;
 	int expect_peer;
-	int mode; /* 0: handshake; 1: garbage hello; 2: silent; 3: close; 4: echo */
+	/* 0: handshake; 1: garbage hello; 2: silent; 3: close; 4: echo;
+	 * by hand with the right key (auth_by_hand): 5: a tampered proof;
+	 * 6: a proof replayed from another connection; 7: our own proof sent
+	 * back; 8: a version 1 hello */
+	int mode;
 };
+
+/* Speaks the protocol by hand as @p->rank with @p's key, but sends a proof
+ * that must be refused (or, mode 8, a hello of version 1: xport before
+ * libsodium, same layout). Exits 0, or 201 if the exchange broke early. */
+static int auth_by_hand(struct auth_peer *p)
+{
+	uint8_t key[XPI_AUTH_KEY_LEN], buf[XPI_AUTH_HELLO_LEN], proof[XPI_AUTH_PROOF_LEN];
+	struct xpi_auth_hello mine = { .version = p->mode == 8 ? 1 : XPI_AUTH_VERSION,
+				       .rank = (uint32_t)p->rank,
+				       .size = (uint32_t)p->size },
+			      theirs;
+	int64_t deadline = xpi_deadline_in(5000);
+	if (xpi_auth_key_from_string(p->key, key) < 0) /* also initialises libsodium */
+		return 201;
+	randombytes_buf(mine.nonce, sizeof(mine.nonce));
+	xpi_auth_hello_write(&mine, buf);
+	if (xpi_sock_send_all(p->fd, buf, sizeof(buf), deadline) < 0 ||
+	    xpi_sock_recv_all(p->fd, buf, sizeof(buf), deadline) < 0 ||
+	    xpi_auth_hello_parse(buf, sizeof(buf), &theirs) < 0)
+		return 201;
+	int other = (int)theirs.rank;
+	switch (p->mode) {
+	case 5: /* the right proof, one bit flipped */
+		xpi_auth_proof(key, p->rank, other, p->size, theirs.nonce, mine.nonce, proof);
+		proof[XPI_AUTH_PROOF_LEN / 2] ^= 0x10;
+		break;
+	case 6: {
+		/* A proof recorded on another connection: right for the key, the
+		 * ranks and our nonce, but made for the challenge the verifier
+		 * drew there (here a random stand-in), not the one it drew here. */
+		uint8_t old[XPI_AUTH_NONCE_LEN];
+		randombytes_buf(old, sizeof(old));
+		xpi_auth_proof(key, p->rank, other, p->size, old, mine.nonce, proof);
+		break;
+	}
+	case 7: /* the verifier's own proof, reflected */
+		if (xpi_sock_recv_all(p->fd, proof, sizeof(proof), deadline) < 0)
+			return 201;
+		break;
+	default: /* 8: the other side refuses our hello; nothing more to send */
+		while (read(p->fd, buf, sizeof(buf)) > 0)
+			;
+		return 0;
+	}
+	if (xpi_sock_send_all(p->fd, proof, sizeof(proof), deadline) < 0)
+		return 201;
+	while (read(p->fd, buf, sizeof(buf)) > 0) /* until the other side closes */
+		;
+	return 0;
+}
 
 /* Exits with 0, 200 + something for a wrong result, or -rc. */
 static int auth_peer_main(int idx, void *arg)
 {
 	struct auth_peer *p = arg;
-	uint8_t key[16], buf[64];
+	uint8_t key[XPI_AUTH_KEY_LEN], buf[64];
 	close(p->other_fd);
+	if (p->mode >= 5)
+		return auth_by_hand(p);
 	switch (p->mode) {
 	case 1:
 		memset(buf, 'G', sizeof(buf));
@@ -197,9 +255,11 @@ static int auth_peer_main(int idx, void *arg)
 	default:
 		break;
 	}
-	xpi_auth_key_from_string(p->key, key);
+	int rc = xpi_auth_key_from_string(p->key, key);
+	if (rc < 0)
+		return -rc;
 	int peer = -1;
-	int rc = xpi_auth_handshake(p->fd, key, p->rank, p->size, 5000, &peer);
+	rc = xpi_auth_handshake(p->fd, key, p->rank, p->size, 5000, &peer);
 	if (rc < 0)
 		return -rc;
 	return peer == p->expect_peer ? 0 : 200;
@@ -210,13 +270,13 @@ static int auth_against(struct auth_peer *p, const char *mine, int my_rank, int 
 			int timeout_ms, int *peer, int *child_status)
 {
 	int a, b;
-	uint8_t key[16];
+	uint8_t key[XPI_AUTH_KEY_LEN];
+	T_EQ(xpi_auth_key_from_string(mine, key), 0);
 	tcp_pair(&a, &b);
 	p->fd = b;
 	p->other_fd = a;
 	pid_t pid = spawn(auth_peer_main, 0, p);
 	close(b);
-	xpi_auth_key_from_string(mine, key);
 	int rc = xpi_auth_handshake(a, key, my_rank, size, timeout_ms, peer);
 	close(a);
 	int st = wait_status(pid);
@@ -226,36 +286,103 @@ static int auth_against(struct auth_peer *p, const char *mine, int my_rank, int 
 
 static void test_auth_wire(void)
 {
-	uint8_t key[16], nonce_a[16], nonce_b[16];
-	for (int i = 0; i < 16; i++) {
+	uint8_t key[XPI_AUTH_KEY_LEN], nonce_a[16], nonce_b[16];
+	T_EQ(xpi_auth_init(), 0);
+	T_EQ(xpi_auth_init(), 0); /* again: harmless */
+	for (int i = 0; i < XPI_AUTH_KEY_LEN; i++)
 		key[i] = (uint8_t)i;
-		nonce_a[i] = (uint8_t)(16 + i);
-		nonce_b[i] = (uint8_t)(32 + i);
+	for (int i = 0; i < 16; i++) {
+		nonce_a[i] = (uint8_t)(32 + i);
+		nonce_b[i] = (uint8_t)(48 + i);
 	}
-	/* Pinned: computed by a separate Python SipHash over the 54 bytes
-	 * "xport-auth-v1" 'L' be32(1) be32(4) 10..1f 20..2f. A change here
+	uint8_t proof[XPI_AUTH_PROOF_LEN], other[XPI_AUTH_PROOF_LEN];
+	xpi_auth_proof(key, 1, 2, 4, nonce_a, nonce_b, proof);
+	/* Pinned: HMAC-SHA-512 cut to 32 bytes, computed with Python's hmac
+	 * and hashlib (not libsodium) over the 54 bytes "xport-auth-v2" 'L'
+	 * be32(1) be32(4) 20..2f 30..3f under the key 00..1f. A change here
 	 * breaks jobs that mix versions; bump XPI_AUTH_VERSION instead. */
-	T_CHECK(xpi_auth_proof(key, 1, 2, 4, nonce_a, nonce_b) == 0x4b84b80519fd8023ULL);
-	T_CHECK(xpi_auth_proof(key, 2, 1, 4, nonce_a, nonce_b) !=
-		xpi_auth_proof(key, 1, 2, 4, nonce_a, nonce_b));
+	static const uint8_t p_pinned[XPI_AUTH_PROOF_LEN] = {
+		0x23, 0x0f, 0x3e, 0x0b, 0xae, 0x7f, 0x76, 0x79, 0xed, 0xd0, 0xdd,
+		0xe3, 0xa8, 0xec, 0x5e, 0x9f, 0xbe, 0xc0, 0x6f, 0xe9, 0x9a, 0xee,
+		0xd0, 0x8c, 0xfe, 0x6f, 0x21, 0xda, 0x56, 0x08, 0x34, 0xc3,
+	};
+	T_CHECK(memcmp(proof, p_pinned, sizeof(proof)) == 0);
 
-	/* Key derivation, pinned the same way. */
-	static const uint8_t k_empty[16] = { 0xe8, 0x9f, 0x4e, 0x0b, 0x8c, 0x12, 0x0f, 0x06,
-					     0xa4, 0x8e, 0xe8, 0xab, 0xe8, 0x74, 0x1d, 0x66 };
-	static const uint8_t k_secret[16] = { 0x86, 0x61, 0x9e, 0x55, 0xa6, 0x5f, 0xba, 0x2a,
-					      0xb8, 0x5a, 0x8e, 0x2f, 0x75, 0x6e, 0x12, 0x79 };
-	xpi_auth_key_from_string("", key);
-	T_CHECK(memcmp(key, k_empty, 16) == 0);
-	xpi_auth_key_from_string("secret", key);
-	T_CHECK(memcmp(key, k_secret, 16) == 0);
+	/* The same through libsodium's HMAC directly, over the byte layout
+	 * auth.h documents, built here byte by byte. */
+	uint8_t in[54], direct[crypto_auth_hmacsha512256_BYTES];
+	_Static_assert(sizeof(direct) == XPI_AUTH_PROOF_LEN, "the proof is the whole tag");
+	memcpy(in, "xport-auth-v2", 13);
+	in[13] = 'L';
+	memcpy(in + 14, "\0\0\0\1\0\0\0\4", 8);
+	memcpy(in + 22, nonce_a, 16);
+	memcpy(in + 38, nonce_b, 16);
+	crypto_auth_hmacsha512256(direct, in, sizeof(in), key);
+	T_CHECK(memcmp(direct, proof, sizeof(proof)) == 0);
+	T_CHECK(xpi_auth_proof_matches(direct, sizeof(direct), proof));
+	/* The other direction: role 'H', own rank 2. */
+	in[13] = 'H';
+	in[17] = 2;
+	crypto_auth_hmacsha512256(direct, in, sizeof(in), key);
+	xpi_auth_proof(key, 2, 1, 4, nonce_a, nonce_b, other);
+	T_CHECK(memcmp(direct, other, sizeof(other)) == 0);
+	T_CHECK(!xpi_auth_proof_matches(other, sizeof(other), proof));
 
-	struct xpi_auth_hello h = { .version = 1, .flags = 0, .rank = 3, .size = 9 }, g;
+	/* Refused: a proof under another key; one for another challenge (what
+	 * a proof replayed from another connection is); any flipped bit; a
+	 * short or long one. */
+	key[7] ^= 1;
+	xpi_auth_proof(key, 1, 2, 4, nonce_a, nonce_b, other);
+	key[7] ^= 1;
+	T_CHECK(!xpi_auth_proof_matches(other, sizeof(other), proof));
+	nonce_a[15] ^= 0x80;
+	xpi_auth_proof(key, 1, 2, 4, nonce_a, nonce_b, other);
+	nonce_a[15] ^= 0x80;
+	T_CHECK(!xpi_auth_proof_matches(other, sizeof(other), proof));
+	memcpy(other, proof, sizeof(other));
+	T_CHECK(xpi_auth_proof_matches(other, sizeof(other), proof));
+	for (int i = 0; i < 8 * XPI_AUTH_PROOF_LEN; i++) {
+		other[i / 8] ^= (uint8_t)(1u << (i % 8));
+		T_CHECK(!xpi_auth_proof_matches(other, sizeof(other), proof));
+		other[i / 8] ^= (uint8_t)(1u << (i % 8));
+	}
+	uint8_t longer[XPI_AUTH_PROOF_LEN + 1] = { 0 };
+	memcpy(longer, proof, sizeof(proof));
+	T_CHECK(!xpi_auth_proof_matches(proof, sizeof(proof) - 1, proof));
+	T_CHECK(!xpi_auth_proof_matches(longer, sizeof(longer), proof));
+	T_CHECK(!xpi_auth_proof_matches(NULL, sizeof(proof), proof));
+
+	/* Key derivation: BLAKE2b-256 keyed with "xport-job-key-v2", pinned
+	 * the same way (Python's hashlib.blake2b, digest_size 32). */
+	static const uint8_t k_empty[XPI_AUTH_KEY_LEN] = {
+		0x23, 0x29, 0x52, 0xfe, 0x31, 0x96, 0xdc, 0x88, 0x02, 0xfe, 0xea,
+		0xad, 0xe2, 0x27, 0xc6, 0x73, 0x14, 0xd8, 0xf4, 0x6b, 0x37, 0xc2,
+		0x3e, 0x69, 0x31, 0xfd, 0xc3, 0xa0, 0x05, 0x0c, 0x99, 0xb9,
+	};
+	static const uint8_t k_secret[XPI_AUTH_KEY_LEN] = {
+		0xa4, 0x9a, 0x7a, 0x59, 0x92, 0xf0, 0x05, 0xc0, 0x11, 0x72, 0xfc,
+		0x60, 0x4e, 0x82, 0x9b, 0xdd, 0xe8, 0xcd, 0xd8, 0xd5, 0x42, 0x59,
+		0x53, 0x05, 0x56, 0xc4, 0x97, 0x40, 0xb4, 0xf5, 0x07, 0xe4,
+	};
+	T_EQ(xpi_auth_key_from_string("", key), 0);
+	T_CHECK(memcmp(key, k_empty, sizeof(key)) == 0);
+	T_EQ(xpi_auth_key_from_string(NULL, key), 0);
+	T_CHECK(memcmp(key, k_empty, sizeof(key)) == 0);
+	T_EQ(xpi_auth_key_from_string("secret", key), 0);
+	T_CHECK(memcmp(key, k_secret, sizeof(key)) == 0);
+	/* The context separates it from a plain BLAKE2b of the same string. */
+	uint8_t plain[XPI_AUTH_KEY_LEN];
+	crypto_generichash(plain, sizeof(plain), (const unsigned char *)"secret", 6, NULL, 0);
+	T_CHECK(memcmp(plain, key, sizeof(key)) != 0);
+
+	struct xpi_auth_hello h = { .version = 2, .flags = 0, .rank = 3, .size = 9 }, g;
 	uint8_t buf[XPI_AUTH_HELLO_LEN];
 	memcpy(h.nonce, nonce_a, 16);
 	xpi_auth_hello_write(&h, buf);
-	T_CHECK(memcmp(buf, "XPAU\0\1\0\0\0\0\0\3\0\0\0\x09", 16) == 0);
+	T_CHECK(memcmp(buf, "XPAU\0\2\0\0\0\0\0\3\0\0\0\x09", 16) == 0);
+	T_CHECK(memcmp(buf + 16, nonce_a, 16) == 0);
 	T_EQ(xpi_auth_hello_parse(buf, sizeof(buf), &g), 0);
-	T_CHECK(g.version == 1 && g.rank == 3 && g.size == 9 && memcmp(g.nonce, nonce_a, 16) == 0);
+	T_CHECK(g.version == 2 && g.rank == 3 && g.size == 9 && memcmp(g.nonce, nonce_a, 16) == 0);
 	T_EQ(xpi_auth_hello_parse(buf, sizeof(buf) - 1, &g), -EPROTO);
 	T_EQ(xpi_auth_hello_parse(NULL, 0, &g), -EPROTO);
 	buf[0] = 'Y';
@@ -312,8 +439,27 @@ static void test_auth_handshake(void)
 	T_EQ(auth_against(&p, "k1", 0, 4, 5000, &peer, &cst), -EPROTO);
 	T_EQ(peer, -1);
 
-	T_EQ(xpi_auth_handshake(-1, (const uint8_t *)"0123456789abcdef", 0, 2, 100, &peer),
-	     -EINVAL);
+	/* Peers that know the key's string (and so could make a right proof)
+	 * but send a wrong one: tampered, replayed from another connection,
+	 * or ours reflected. Each is refused as a wrong key. */
+	for (int mode = 5; mode <= 7; mode++) {
+		p.mode = mode;
+		T_EQ(auth_against(&p, "k1", 0, 4, 5000, &peer, &cst), -EACCES);
+		T_EQ(cst, 0);
+		T_EQ(peer, -1);
+		T_CHECK(strstr(xp_error_detail(), "wrong job key") != NULL);
+	}
+
+	/* A rank of xport before libsodium (protocol version 1, whose hello
+	 * has this layout): refused by version, and the message says so. */
+	p.mode = 8;
+	T_EQ(auth_against(&p, "k1", 0, 4, 5000, &peer, &cst), -EPROTO);
+	T_EQ(cst, 0);
+	fprintf(stderr, "   detail: %s\n", xp_error_detail());
+	T_CHECK(strstr(xp_error_detail(), "version 1, this build speaks 2") != NULL);
+
+	static const uint8_t any_key[XPI_AUTH_KEY_LEN] = { 0 };
+	T_EQ(xpi_auth_handshake(-1, any_key, 0, 2, 100, &peer), -EINVAL);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -2,7 +2,8 @@
 /*
  * SipHash-2-4: a keyed 64-bit pseudorandom function (Aumasson and
  * Bernstein, "SipHash: a fast short-input PRF", INDOCRYPT 2012), here for
- * proofs of knowledge of a job key (auth.h) and deriving keys from strings.
+ * the host identity of capability cards (xpi_card_host_id). The job key
+ * uses libsodium instead (src/job/auth.h).
  * Not for secrecy of anything longer than a 128-bit key, and its 64-bit
  * output is a MAC tag, not a collision-resistant hash.
  */

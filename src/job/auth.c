@@ -1,20 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /* The job-key handshake; the protocol is described in auth.h. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 
+#include <sodium.h>
+
 #include "auth.h"
 #include "../core/engine.h"
 #include "../core/log.h"
-#include "../core/siphash.h"
 #include "sock.h"
 
+_Static_assert(XPI_AUTH_KEY_LEN == crypto_auth_KEYBYTES, "the job key is crypto_auth's key");
+_Static_assert(XPI_AUTH_PROOF_LEN == crypto_auth_BYTES, "the proof is crypto_auth's tag");
+_Static_assert(XPI_AUTH_KEY_LEN >= crypto_generichash_BYTES_MIN &&
+		       XPI_AUTH_KEY_LEN <= crypto_generichash_BYTES_MAX,
+	       "BLAKE2b can give the job key's length");
+
 static const uint8_t hello_magic[4] = { 'X', 'P', 'A', 'U' };
-static const char proof_label[] = "xport-auth-v1"; /* 13 bytes, no NUL on the wire */
+static const char proof_label[] = "xport-auth-v2"; /* 13 bytes, no NUL on the wire */
 #define PROOF_INPUT_LEN (sizeof(proof_label) - 1 + 1 + 4 + 4 + 2 * XPI_AUTH_NONCE_LEN)
+/* The key of the BLAKE2b that derives job keys from strings: 16 bytes, no NUL. */
+static const char key_context[] = "xport-job-key-v2";
+_Static_assert(sizeof(key_context) - 1 >= crypto_generichash_KEYBYTES_MIN &&
+		       sizeof(key_context) - 1 <= crypto_generichash_KEYBYTES_MAX,
+	       "the context is a valid BLAKE2b key length");
 
 static void put_be16(uint8_t *p, uint16_t v)
 {
@@ -26,12 +39,6 @@ static void put_be32(uint8_t *p, uint32_t v)
 {
 	for (int i = 0; i < 4; i++)
 		p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (56 - 8 * i));
 }
 
 static uint16_t get_be16(const uint8_t *p)
@@ -79,23 +86,41 @@ int xpi_auth_hello_check(const struct xpi_auth_hello *theirs, const struct xpi_a
 	return XPI_AUTH_HELLO_OK;
 }
 
-bool xpi_auth_proof_matches(const uint8_t *buf, size_t len, uint64_t want)
+static pthread_once_t sodium_once = PTHREAD_ONCE_INIT;
+static int sodium_rc; /* sodium_init's result, written once under sodium_once */
+
+static void sodium_init_once(void)
+{
+	sodium_rc = sodium_init();
+}
+
+int xpi_auth_init(void)
+{
+	/* sodium_init is itself safe to call from many threads, but it takes a
+	 * lock each time; pthread_once makes later calls a load. */
+	pthread_once(&sodium_once, sodium_init_once);
+	if (sodium_rc < 0) {
+		xpi_log_detail(XPI_LOG_ERROR,
+			       "libsodium could not be initialised (sodium_init returned %d): the "
+			       "job key cannot be derived or proved",
+			       sodium_rc);
+		return -EIO;
+	}
+	return 0;
+}
+
+bool xpi_auth_proof_matches(const uint8_t *buf, size_t len, const uint8_t want[XPI_AUTH_PROOF_LEN])
 {
 	if (buf == NULL || len != XPI_AUTH_PROOF_LEN)
 		return false;
-	uint8_t w[XPI_AUTH_PROOF_LEN];
-	put_be64(w, want);
-	/* Compared without an early exit, so timing tells nothing about how
-	 * much of a forged proof was right. */
-	uint8_t diff = 0;
-	for (size_t i = 0; i < sizeof(w); i++)
-		diff |= (uint8_t)(w[i] ^ buf[i]);
-	return diff == 0;
+	/* Constant time, so timing tells nothing about how much of a forged
+	 * proof was right. */
+	return sodium_memcmp(buf, want, XPI_AUTH_PROOF_LEN) == 0;
 }
 
-uint64_t xpi_auth_proof(const uint8_t key[XPI_AUTH_KEY_LEN], int own_rank, int peer_rank, int size,
-			const uint8_t peer_nonce[XPI_AUTH_NONCE_LEN],
-			const uint8_t own_nonce[XPI_AUTH_NONCE_LEN])
+void xpi_auth_proof(const uint8_t key[XPI_AUTH_KEY_LEN], int own_rank, int peer_rank, int size,
+		    const uint8_t peer_nonce[XPI_AUTH_NONCE_LEN],
+		    const uint8_t own_nonce[XPI_AUTH_NONCE_LEN], uint8_t out[XPI_AUTH_PROOF_LEN])
 {
 	uint8_t in[PROOF_INPUT_LEN];
 	uint8_t *p = in;
@@ -109,19 +134,24 @@ uint64_t xpi_auth_proof(const uint8_t key[XPI_AUTH_KEY_LEN], int own_rank, int p
 	memcpy(p, peer_nonce, XPI_AUTH_NONCE_LEN);
 	p += XPI_AUTH_NONCE_LEN;
 	memcpy(p, own_nonce, XPI_AUTH_NONCE_LEN);
-	return xpi_siphash24(key, in, sizeof(in));
+	crypto_auth(out, in, sizeof(in), key);
 }
 
-void xpi_auth_key_from_string(const char *s, uint8_t key[XPI_AUTH_KEY_LEN])
+int xpi_auth_key_from_string(const char *s, uint8_t key[XPI_AUTH_KEY_LEN])
 {
-	static const uint8_t lo[XPI_SIPHASH_KEY_LEN] = "xport-job-key-lo";
-	static const uint8_t hi[XPI_SIPHASH_KEY_LEN] = "xport-job-key-hi";
-	size_t n = s != NULL ? strlen(s) : 0;
-	uint64_t a = xpi_siphash24(lo, s, n), b = xpi_siphash24(hi, s, n);
-	for (int i = 0; i < 8; i++) {
-		key[i] = (uint8_t)(a >> (8 * i));
-		key[8 + i] = (uint8_t)(b >> (8 * i));
+	int rc = xpi_auth_init();
+	if (rc < 0)
+		return rc;
+	if (s == NULL)
+		s = "";
+	/* crypto_generichash fails only for lengths out of range, which the
+	 * static asserts above exclude. */
+	if (crypto_generichash(key, XPI_AUTH_KEY_LEN, (const unsigned char *)s, strlen(s),
+			       (const unsigned char *)key_context, sizeof(key_context) - 1) != 0) {
+		xpi_log_detail(XPI_LOG_ERROR, "BLAKE2b failed deriving the job key");
+		return -EIO;
 	}
+	return 0;
 }
 
 static int fill_random(uint8_t *buf, size_t len)
@@ -178,6 +208,9 @@ int xpi_auth_handshake(int fd, const uint8_t key[XPI_AUTH_KEY_LEN], int my_rank,
 	if (fd < 0 || key == NULL || peer_rank == NULL || size < 1 || my_rank < 0 ||
 	    my_rank >= size)
 		return -EINVAL;
+	int rc = xpi_auth_init();
+	if (rc < 0)
+		return rc;
 	int64_t deadline = xpi_deadline_in(timeout_ms);
 	char peer[XPI_SOCK_ADDRSTRLEN];
 	xpi_sock_peer_str(fd, peer, sizeof(peer));
@@ -187,7 +220,7 @@ int xpi_auth_handshake(int fd, const uint8_t key[XPI_AUTH_KEY_LEN], int my_rank,
 		.rank = (uint32_t)my_rank,
 		.size = (uint32_t)size,
 	};
-	int rc = fill_random(mine.nonce, sizeof(mine.nonce));
+	rc = fill_random(mine.nonce, sizeof(mine.nonce));
 	if (rc < 0)
 		return fail(rc, "rank %d: getrandom failed: %s", my_rank, errtext(rc));
 	uint8_t buf[XPI_AUTH_HELLO_LEN];
@@ -224,17 +257,16 @@ int xpi_auth_handshake(int fd, const uint8_t key[XPI_AUTH_KEY_LEN], int my_rank,
 	}
 	int other = (int)theirs.rank;
 
-	uint8_t proof[XPI_AUTH_PROOF_LEN];
-	put_be64(proof, xpi_auth_proof(key, my_rank, other, size, theirs.nonce, mine.nonce));
+	uint8_t proof[XPI_AUTH_PROOF_LEN], want[XPI_AUTH_PROOF_LEN];
+	xpi_auth_proof(key, my_rank, other, size, theirs.nonce, mine.nonce, proof);
 	rc = xpi_sock_send_all(fd, proof, sizeof(proof), deadline);
 	if (rc < 0)
 		return io_failed(rc, my_rank, peer, "sending key proof", timeout_ms);
 	rc = xpi_sock_recv_all(fd, proof, sizeof(proof), deadline);
 	if (rc < 0)
 		return io_failed(rc, my_rank, peer, "waiting for key proof", timeout_ms);
-	if (!xpi_auth_proof_matches(
-		    proof, sizeof(proof),
-		    xpi_auth_proof(key, other, my_rank, size, mine.nonce, theirs.nonce)))
+	xpi_auth_proof(key, other, my_rank, size, mine.nonce, theirs.nonce, want);
+	if (!xpi_auth_proof_matches(proof, sizeof(proof), want))
 		return fail(-EACCES,
 			    "rank %d: wrong job key: the peer at %s (says rank %d) failed the key "
 			    "proof; every rank of a job needs the same XP_JOB_KEY",

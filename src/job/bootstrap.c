@@ -578,8 +578,9 @@ int xpi_boot_create(int timeout_ms, struct xpi_boot **out)
 			"rank %d: XP_JOB_KEY is not set: this job is not protected, any process "
 			"that reaches %s can join it",
 			b->rank, e.addr);
-	xpi_auth_key_from_string(key != NULL ? key : "", b->key);
-	rc = boot_alloc(b);
+	rc = xpi_auth_key_from_string(key != NULL ? key : "", b->key);
+	if (rc == 0)
+		rc = boot_alloc(b);
 	if (rc < 0)
 		goto fail;
 

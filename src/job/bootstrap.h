@@ -122,6 +122,7 @@ int xpi_boot_hdr_parse(const uint8_t *buf, size_t len, struct xpi_boot_hdr *out,
  *   -EAGAIN      rank 0 could not resolve its host name for now (the other
  *                ranks retry that until the timeout)
  *   -ENODEV      XP_SOCKET_IFNAME names no interface with an address
+ *   -EIO         libsodium could not be initialised (xpi_auth_init)
  *   -ENOMEM
  */
 int xpi_boot_create(int timeout_ms, struct xpi_boot **out);
@@ -130,7 +131,8 @@ int xpi_boot_rank(const struct xpi_boot *b);
 int xpi_boot_size(const struct xpi_boot *b);
 /* The timeout the object applies to each operation, in ms. */
 int xpi_boot_timeout_ms(const struct xpi_boot *b);
-/* The 16-byte job key, for the transports' own handshakes. Owned by @b. */
+/* The job key (XPI_AUTH_KEY_LEN = 32 bytes), for the transports' own
+ * handshakes. Owned by @b. */
 const uint8_t *xpi_boot_key(const struct xpi_boot *b);
 
 /*

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for the job-key handshake's messages (src/job/auth.c):
- * the input is what a peer sends, a 32-byte hello and then its 8-byte
- * proof. A hello must either parse (only with the magic and enough bytes)
+ * the input is what a peer sends, a 32-byte hello and then its 32-byte
+ * proof (protocol version 2). A hello must either parse (only with the magic and enough bytes)
  * and write back to the same bytes, or be refused; the check against our
  * own hello must accept only a peer of our job size with another valid
  * rank and nonce; and the proof must be accepted exactly when it is the
@@ -19,9 +19,8 @@
 #include "job/auth.h"
 
 /* The key and our side of the handshake: rank 1 of 4 (the corpus's hellos
- * and proofs are made with these). */
-static const uint8_t fuzz_key[XPI_AUTH_KEY_LEN] = { 'x', 'p', 'o', 'r', 't', '-', 'f', 'u',
-						    'z', 'z', '-', 'k', 'e', 'y', '-', '1' };
+ * and proofs are made with these). The key is those 32 ASCII bytes. */
+static const uint8_t fuzz_key[XPI_AUTH_KEY_LEN] = "xport-fuzz-key-for-the-v2-proofs";
 static const struct xpi_auth_hello mine = {
 	.version = XPI_AUTH_VERSION,
 	.rank = 1,
@@ -31,6 +30,8 @@ static const struct xpi_auth_hello mine = {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	if (xpi_auth_init() < 0)
+		abort(); /* libsodium unusable: nothing below would mean anything */
 	struct xpi_auth_hello theirs;
 	size_t hlen = size < XPI_AUTH_HELLO_LEN ? size : XPI_AUTH_HELLO_LEN;
 	if (xpi_auth_hello_parse(data, hlen, &theirs) < 0) {
@@ -56,14 +57,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort(); /* the check let a bad hello through */
 
 	/* The proof the peer must send, as xpi_auth_handshake computes it. */
-	uint64_t want = xpi_auth_proof(fuzz_key, (int)theirs.rank, (int)mine.rank, (int)mine.size,
-				       mine.nonce, theirs.nonce);
+	uint8_t want[XPI_AUTH_PROOF_LEN];
+	xpi_auth_proof(fuzz_key, (int)theirs.rank, (int)mine.rank, (int)mine.size, mine.nonce,
+		       theirs.nonce, want);
 	const uint8_t *proof = data + XPI_AUTH_HELLO_LEN;
 	size_t plen = size - XPI_AUTH_HELLO_LEN;
-	uint64_t got = 0;
-	for (size_t i = 0; i < plen && i < XPI_AUTH_PROOF_LEN; i++)
-		got = got << 8 | proof[i];
-	int right = plen == XPI_AUTH_PROOF_LEN && got == want;
+	int right = plen == XPI_AUTH_PROOF_LEN && memcmp(proof, want, XPI_AUTH_PROOF_LEN) == 0;
 	if (xpi_auth_proof_matches(proof, plen, want) != right)
 		abort();
 	return 0;
