@@ -185,18 +185,36 @@ const char *xp_error_detail(void);
 /* Contexts and communicators                                                */
 
 /**
- * Creates the context of this process's rank of a job. @cfg may be NULL:
- * the defaults and the XP_* environment (xp_config_init) apply.
- * With no launcher variables in the environment (or a size of 1) it creates
- * a job of one rank. A network job needs a network backend; this build
- * returns -EPROTONOSUPPORT for one.
- * Returns 0, -EINVAL (malformed environment, or a setting out of range such
- * as pool_max_bytes below XP_POOL_MIN_BYTES; xp_error_detail says which),
- * -ENOMEM, -EPROTONOSUPPORT.
+ * Creates the context of this process's rank of a job, from the launcher's
+ * environment (xprun, Slurm, Open MPI, torchrun: docs/LAUNCHERS.md). @cfg
+ * may be NULL: the defaults and the XP_* environment (xp_config_init)
+ * apply. With no launcher variables (or a size of 1) it creates a job of
+ * one rank. Collective: it returns once every rank has joined, exchanged
+ * capability cards and connected the transports chosen for each peer
+ * (shared memory on one host, TCP across hosts), or fails within the boot
+ * timeout. A rank whose settings are refused still joins and leaves at
+ * once, so the others fail without waiting out their timeout.
+ * Returns 0, or (xp_error_detail() then says which rank, peer, variable):
+ *   -EINVAL        a setting or launcher variable not accepted
+ *   -EACCES        this rank and rank 0 have different job keys
+ *   -EPROTO        rank 0's address is another job's (size, version)
+ *   -ETIMEDOUT     ranks missing when the boot timeout passed
+ *   -ECONNRESET    a rank left or died while the job formed
+ *   -EADDRINUSE    rank 0 cannot listen on the rendezvous address
+ *   -EPROTONOSUPPORT  no transport reaches some peer
+ *   -ENOMEM
  */
 int xp_init(const xp_config_t *cfg, xp_context_t **ctx);
 
-/** Destroys a context from xp_init(). Ignores NULL and contexts owned by a local job. */
+/**
+ * Ends this rank's part in the job and destroys its context (from xp_init
+ * or xp_init_rank). Collective: it first waits until this rank's sends
+ * have left, then for every rank of the job to call it, so a rank that
+ * finishes early does not look dead to the others; at most the boot
+ * timeout (XP_BOOT_TIMEOUT_MS) if some rank never comes, after which it
+ * warns and destroys the context anyway. A job of one rank returns at
+ * once. Ignores NULL and contexts owned by a local job (destroy the job).
+ */
 void xp_finalize(xp_context_t *ctx);
 
 int xp_rank(const xp_context_t *ctx);
@@ -361,7 +379,7 @@ int xp_oob_allgather(xp_context_t *ctx, const void *mine, size_t len, void *all)
 /* What serves a peer                                                        */
 
 typedef struct xp_route {
-	const char *transport; /* "inproc", "self", "tcp", ... (static string) */
+	const char *transport; /* of the messages: "inproc", "self", "shm", "tcp" (static) */
 	const char *protocol;  /* "eager" or "rndv" for a message of that size */
 	size_t rndv_threshold; /* messages this long or longer use rendezvous */
 } xp_route_t;

@@ -100,7 +100,7 @@ int xpi_auth_init(void)
 	 * lock each time; pthread_once makes later calls a load. */
 	pthread_once(&sodium_once, sodium_init_once);
 	if (sodium_rc < 0) {
-		xpi_log_detail(XPI_LOG_ERROR,
+		xpi_log_detail(XPI_LOG_INFO,
 			       "libsodium could not be initialised (sodium_init returned %d): the "
 			       "job key cannot be derived or proved",
 			       sodium_rc);
@@ -148,7 +148,7 @@ int xpi_auth_key_from_string(const char *s, uint8_t key[XPI_AUTH_KEY_LEN])
 	 * static asserts above exclude. */
 	if (crypto_generichash(key, XPI_AUTH_KEY_LEN, (const unsigned char *)s, strlen(s),
 			       (const unsigned char *)key_context, sizeof(key_context) - 1) != 0) {
-		xpi_log_detail(XPI_LOG_ERROR, "BLAKE2b failed deriving the job key");
+		xpi_log_detail(XPI_LOG_INFO, "BLAKE2b failed deriving the job key");
 		return -EIO;
 	}
 	return 0;
@@ -175,7 +175,7 @@ static int fail(int rc, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	xpi_log_detailv(XPI_LOG_ERROR, fmt, ap);
+	xpi_log_detailv(XPI_LOG_INFO, fmt, ap);
 	va_end(ap);
 	return rc;
 }

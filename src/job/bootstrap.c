@@ -64,7 +64,7 @@ struct job_env {
 
 static int failv(int rc, const char *fmt, va_list ap)
 {
-	xpi_log_detailv(XPI_LOG_ERROR, fmt, ap);
+	xpi_log_detailv(XPI_LOG_INFO, fmt, ap);
 	return rc;
 }
 

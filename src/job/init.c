@@ -109,15 +109,15 @@ static int negotiate(xp_context_t *ctx, struct xpi_boot *boot, struct negotiatio
 		if (xpi_card_parse(all + (size_t)p * XPI_CARD_WIRE_MAX, XPI_CARD_WIRE_MAX,
 				   &ng->theirs[p], &why) < 0 ||
 		    ng->theirs[p].rank != (uint32_t)p) {
-			xpi_log(XPI_LOG_ERROR,
-				"rank %d: rank %d sent a malformed capability card: %s", ctx->rank,
-				p, why);
+			xpi_log_detail(XPI_LOG_INFO,
+				       "rank %d: rank %d sent a malformed capability card: %s",
+				       ctx->rank, p, why);
 			rc = -EPROTO;
 			break;
 		}
 		if (xpi_select(&ng->mine, &ng->theirs[p], &ng->lanes[p], &why) < 0) {
-			xpi_log(XPI_LOG_ERROR, "rank %d: no transport reaches rank %d: %s",
-				ctx->rank, p, why);
+			xpi_log_detail(XPI_LOG_INFO, "rank %d: no transport reaches rank %d: %s",
+				       ctx->rank, p, why);
 			rc = -EPROTONOSUPPORT;
 			break;
 		}
@@ -155,13 +155,14 @@ static int fall_back(xp_context_t *ctx, struct negotiation *ng, int peer,
 	ng->failed[peer] |= 1u << (*b)->type;
 	struct xpi_lanes *l = &ng->lanes[peer];
 	if (xpi_select_without(&ng->mine, &ng->theirs[peer], ng->failed[peer], l, &why) < 0) {
-		xpi_log(XPI_LOG_ERROR, "rank %d: %s with rank %d failed to set up, and %s",
-			ctx->rank, (*b)->name, peer, why);
+		xpi_log_detail(XPI_LOG_INFO, "rank %d: %s with rank %d failed to set up, and %s",
+			       ctx->rank, (*b)->name, peer, why);
 		return -EPROTONOSUPPORT;
 	}
 	for (const struct xpi_backend *const *e = xpi_backends; e <= b; e++) {
 		if (l->small == (*e)->type || l->bulk == (*e)->type) {
-			xpi_log(XPI_LOG_ERROR,
+			xpi_log_detail(
+				XPI_LOG_INFO,
 				"rank %d: %s with rank %d failed to set up, and its fallback %s "
 				"was set up before it",
 				ctx->rank, (*b)->name, peer, (*e)->name);
@@ -202,8 +203,8 @@ static int attach_transports(xp_context_t *ctx, struct xpi_boot *boot, struct ne
 		int small = slot_by_type[ng->lanes[p].small],
 		    bulk = slot_by_type[ng->lanes[p].bulk];
 		if (small < 0 || bulk < 0) {
-			xpi_log(XPI_LOG_ERROR, "rank %d: no transport was set up for rank %d",
-				ctx->rank, p);
+			xpi_log_detail(XPI_LOG_INFO, "rank %d: no transport was set up for rank %d",
+				       ctx->rank, p);
 			rc = -EPROTONOSUPPORT;
 			break;
 		}

@@ -81,7 +81,7 @@ __attribute__((format(printf, 2, 3))) static void setup_error(xp_context_t *ctx,
 	(void)ctx;
 	va_list ap;
 	va_start(ap, fmt);
-	xpi_log_detailv(XPI_LOG_ERROR, fmt, ap);
+	xpi_log_detailv(XPI_LOG_INFO, fmt, ap);
 	va_end(ap);
 }
 
@@ -247,9 +247,9 @@ static int setup_conns(struct xpi_tcp *t, struct xpi_boot *boot)
 			continue; /* served by another transport */
 		rc = card_parse(all + (size_t)p * CARD_LEN, &ps, &pslen);
 		if (rc < 0) {
-			xpi_log(XPI_LOG_ERROR,
-				"rank %d: rank %d published a malformed address card", ctx->rank,
-				p);
+			xpi_log_detail(XPI_LOG_INFO,
+				       "rank %d: rank %d published a malformed address card",
+				       ctx->rank, p);
 			break;
 		}
 		t->conns[p].zc = want_zc(t, &ps, &ss);

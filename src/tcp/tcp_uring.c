@@ -48,7 +48,7 @@ int tcp_ring_init(struct xpi_tcp *t, unsigned entries)
 		if (rc != -EINVAL)
 			break;
 	}
-	xpi_log(XPI_LOG_ERROR, "io_uring_queue_init: %s", xp_strerror(rc));
+	xpi_log_detail(XPI_LOG_INFO, "io_uring_queue_init: %s", xp_strerror(rc));
 	return rc;
 }
 
@@ -99,7 +99,7 @@ int tcp_br_init(struct xpi_tcp *t)
 	if (rc < 0) {
 		munmap(mem, t->br_len);
 		t->br = NULL;
-		xpi_log(XPI_LOG_ERROR, "io_uring_register_buf_ring: %s", xp_strerror(rc));
+		xpi_log_detail(XPI_LOG_INFO, "io_uring_register_buf_ring: %s", xp_strerror(rc));
 		return rc;
 	}
 	t->br_empty = XPI_TCP_BR_ENTRIES;
