@@ -78,6 +78,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shell_words.h"
+
 #define MAX_RANKS 1024
 #define LINE_CAP 65536 /* longest line forwarded whole */
 #define GRACE_MS 2000  /* between SIGTERM and SIGKILL */
@@ -441,39 +443,6 @@ static int random_key(char hex[33])
 
 /* ---------------------------------------------------------------------- */
 
-/* @argv as a shell would read it back: words of harmless characters as
- * they are, others in single quotes. Returns NULL without memory. */
-static char *shell_quote(int argc, char **argv)
-{
-	static const char plain[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-				    "0123456789_-+=/.,:@%";
-	size_t cap = 1;
-	for (int i = 0; i < argc; i++)
-		cap += 4 * strlen(argv[i]) + 3;
-	char *out = malloc(cap), *p = out;
-	if (out == NULL)
-		return NULL;
-	for (int i = 0; i < argc; i++) {
-		const char *a = argv[i];
-		if (i > 0)
-			*p++ = ' ';
-		if (*a != '\0' && a[strspn(a, plain)] == '\0') {
-			p = stpcpy(p, a);
-			continue;
-		}
-		*p++ = '\'';
-		for (; *a; a++) {
-			if (*a == '\'')
-				p = stpcpy(p, "'\\''");
-			else
-				*p++ = *a;
-		}
-		*p++ = '\'';
-	}
-	*p = '\0';
-	return out;
-}
-
 /* mkdir -p @path (mode 0777 less the umask). */
 static int make_dirs(const char *path)
 {
@@ -653,7 +622,7 @@ int main(int argc, char **argv)
 	}
 	stdout_tty = isatty(STDOUT_FILENO) == 1;
 	stderr_tty = isatty(STDERR_FILENO) == 1;
-	command_line = shell_quote(argc, argv);
+	command_line = shell_words(argc, argv);
 	if (key == NULL) {
 		if (random_key(keybuf) < 0)
 			return EXIT_SETUP;
