@@ -93,10 +93,11 @@ run -n 2 "$child" --print
 for r in 0 1; do
 	grep -qE "^rank $r size 2 " "$tmp/out" || fail "rank $r's stdout line is not as written"
 	grep -qx "\[$r\] err $r" "$tmp/err" || fail "rank $r's stderr line is not prefixed"
-	grep -q "tail $r" "$tmp/out" || fail "rank $r's partial line is missing"
+	# Completed with a newline: two ranks' lines must not run together.
+	grep -qx "tail $r" "$tmp/out" || fail "rank $r's partial line is not a line of its own"
 done
 ! grep -qE '^\[[0-9]+\] ' "$tmp/out" || fail "a prefix on stdout to a file"
-# Bytes pass unchanged: the partial last line gets no newline.
+# One rank, no prefix: bytes pass unchanged, the partial last line gets no newline.
 run -n 1 "$child" --print
 [[ $(tail -c 6 "$tmp/out") == "tail 0" ]] || fail "a newline was added to the last line"
 

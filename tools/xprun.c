@@ -24,9 +24,10 @@
  * (diagnostics want attribution); stdout lines only when xprun's stdout is
  * a terminal, so that data in pipelines and files comes out exactly as the
  * ranks wrote it (`xprun -n 2 xport-perf --json > rows.json` is JSON
- * lines). --prefix prefixes both, --no-prefix neither. With a prefix, a
- * last line without a newline gets one when the rank's stream ends, and a
- * line longer than 64 KiB is cut into pieces, each a line; without, the
+ * lines). --prefix prefixes both, --no-prefix neither. A last line
+ * without a newline gets one when the rank's stream ends, and a line longer
+ * than 64 KiB is cut into pieces, each a line, so that no rank's line runs
+ * into another's; except that without a prefix in a job of one rank, the
  * bytes pass unchanged. A rank's stdout is a pipe, so a program that
  * buffers it (C stdio does, unless it is a terminal) delivers its lines
  * when it flushes: xport-perf flushes every line; others may want
@@ -215,13 +216,21 @@ static void flush_lines(int rank, struct stream *s, bool final)
 		return;
 	if (!s->prefix) {
 		/* Unprefixed: the bytes as written, up to the last newline
-		 * (whole lines, so ranks still do not mix), in one write. */
+		 * (whole lines, so ranks still do not mix), in one write. A
+		 * piece that is not a whole line (the last, a line too long)
+		 * gets a newline in a job of more ranks than one, where it
+		 * would otherwise run into another rank's line. */
 		const char *nl = memrchr(s->buf, '\n', s->len);
 		start = nl != NULL ? (size_t)(nl - s->buf) + 1 : 0;
-		if (final || s->len - start >= LINE_CAP)
+		bool cut = start < s->len && (final || s->len - start >= LINE_CAP);
+		if (cut)
 			start = s->len;
+		struct iovec iov[2] = {
+			{ .iov_base = s->buf, .iov_len = start },
+			{ .iov_base = "\n", .iov_len = 1 },
+		};
 		if (start > 0)
-			write_bytes(s->out, s->buf, start);
+			write_all(s->out, iov, cut && nranks > 1 ? 2 : 1);
 	} else {
 		for (;;) {
 			char *nl = memchr(s->buf + start, '\n', s->len - start);
