@@ -74,6 +74,7 @@ echo "-- the table's columns are the JSON keys"
 "$perf" bw --sizes 8 --iters 5 >"$tmp/table" 2>"$tmp/err" || fail "status $?"
 "$perf" bw --sizes 8 --iters 5 --json >"$tmp/out" 2>"$tmp/err" || fail "status $?"
 head=$(grep -m1 '^test ' "$tmp/table") || fail "no table header"
+# shellcheck disable=SC2086 # the header's words are the columns
 $py - "$tmp/out" $head <<'PY' || fail "table columns and JSON keys differ"
 import json, sys
 row = [json.loads(l) for l in open(sys.argv[1])][-1]

@@ -116,6 +116,7 @@ for form in "-np 3" "--np=3" "-n3"; do
 done
 
 echo "-- XPRUN_STDOUT_TTY, XPRUN_STDERR_TTY, XPRUN_COMMAND"
+# shellcheck disable=SC2016 # expanded by the rank's shell
 run -n 1 bash -c 'echo "tty $XPRUN_STDOUT_TTY $XPRUN_STDERR_TTY"; echo "cmd $XPRUN_COMMAND"'
 grep -qx "tty 0 0" "$tmp/out" || fail "ranks not told that xprun's outputs are files"
 grep -qxF "cmd $xprun -n 1 bash -c 'echo \"tty \$XPRUN_STDOUT_TTY \$XPRUN_STDERR_TTY\"; echo \"cmd \$XPRUN_COMMAND\"'" \
