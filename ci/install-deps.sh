@@ -1,31 +1,58 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# Installs, from Debian 12's archive, everything the build and every CI step
-# (ci/test.sh) needs on a fresh machine. Non-interactive and idempotent: when
-# every package is already installed it does not touch apt at all, so a rerun
-# takes well under a second.
+# Installs, from Debian 12's archive, what xport needs on a fresh machine:
+# the build dependencies (what `meson setup build && ninja -C build` needs)
+# and, unless --build-only, the tools of the tests and CI steps
+# (ci/test.sh, ci/install-test.sh, perf/plot, the man page test).
+# Non-interactive and idempotent: when every package is already installed it
+# does not touch apt at all, so a rerun takes well under a second.
 #
-# Usage: bash ci/install-deps.sh    (as root, or with sudo available)
+# Usage: bash ci/install-deps.sh [--build-only]   (as root, or with sudo available)
 set -euo pipefail
 
-packages=(
-	# build
+build_packages=(
 	meson ninja-build pkg-config gcc g++ binutils
+	# the io_uring TCP backend (probed by meson.build)
+	liburing-dev
+	# the job key's cryptography
 	libsodium-dev
+)
+test_packages=(
 	# clang builds; the sanitizer runtimes of clang 14 (ASan, UBSan, TSan,
 	# LSan) are in libclang-rt-14-dev, not in clang itself
 	clang libclang-rt-14-dev
 	# llvm-symbolizer on PATH, so sanitizer reports name functions and lines
 	llvm
-	# optional backends and microbenchmarks, probed by meson.build
-	liburing-dev libbenchmark-dev
+	# the microbenchmarks (perf/bench_core, optional, probed by meson.build)
+	libbenchmark-dev
 	# ci/lint.sh: formatting
 	clang-format
 	# ci/summarize-tests.py; setarch (util-linux) for the TSan/ASan ASLR
 	# fallback in ci/test.sh; ip netns for network tests
 	python3 util-linux iproute2
+	# perf/plot and its test (Debian's /usr/bin/python3 with matplotlib)
+	python3-matplotlib
+	# ci/install-test.sh: the CMake consumer (find_package(xport))
+	cmake
+	# tests/test_man.sh: man -l renders each page, groff warns
+	man-db groff-base
 )
+
+case ${1:-} in
+--build-only) packages=("${build_packages[@]}") ;;
+'') packages=("${build_packages[@]}" "${test_packages[@]}") ;;
+-h | --help)
+	echo "usage: $0 [--build-only]"
+	echo "  build dependencies: ${build_packages[*]}"
+	echo "  test tools (not with --build-only): ${test_packages[*]}"
+	exit 0
+	;;
+*)
+	echo "usage: $0 [--build-only]" >&2
+	exit 2
+	;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

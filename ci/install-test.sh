@@ -3,7 +3,8 @@
 #
 # Install-and-consume test: installs a configured build into a staging
 # directory and builds programs against that copy the way another project
-# would, with nothing but `pkg-config --cflags --libs xport`.
+# would: with nothing but `pkg-config --cflags --libs xport`, and with CMake's
+# find_package(xport) and its imported target xport::xport.
 #
 # Usage: bash ci/install-test.sh BUILDDIR
 #
@@ -15,6 +16,12 @@
 #  4. The installed libxport.so exports only xp_* functions, all at XPORT_0.1.
 #  5. ci/consumer.c (C11) and ci/consumer.cpp (C++17) build, link, run against
 #     the staged library and print their "ok" line.
+#  6. CMake: xportConfig.cmake and xportConfigVersion.cmake are installed in
+#     <libdir>/cmake/xport; ci/cmake-consumer (find_package(xport 0.1
+#     REQUIRED), target_link_libraries(app PRIVATE xport::xport)) configures
+#     with CMAKE_PREFIX_PATH at the staged prefix, builds, loads the staged
+#     library and prints consumer.c's "ok" line; find_package(xport 0.2)
+#     and (xport 1.0) are refused. Skipped with a note if cmake is missing.
 # Exits 0 if all pass, 1 otherwise. Leaves its files in BUILDDIR/install-test.
 set -euo pipefail
 
@@ -126,5 +133,51 @@ run_consumer consumer "consumer: ok" \
 run_consumer consumer-cpp "consumer-cpp: ok" \
 	$CXX -std=c++17 -Wall -Wextra -Werror "$root/ci/consumer.cpp" -o "$work/consumer-cpp" \
 	$cflags $libs
+
+# 6. CMake, against the staged prefix only.
+if ! command -v cmake >/dev/null; then
+	step "cmake not installed: CMake consumer SKIPPED (apt-get install cmake)"
+else
+	mapfile -t cfgs < <(find "$stage" -name xportConfig.cmake -path '*/cmake/xport/*')
+	((${#cfgs[@]} == 1)) || fail "expected one installed xportConfig.cmake, found ${#cfgs[@]}"
+	cmdir=$(dirname "${cfgs[0]}")
+	[[ $cmdir == "$libdir/cmake/xport" ]] || fail "xportConfig.cmake is in $cmdir, not $libdir/cmake/xport"
+	[[ -f $cmdir/xportConfigVersion.cmake ]] || fail "no xportConfigVersion.cmake beside it"
+	# The staged prefix: the configured one (as xport.pc records it) under
+	# $stage (pkgconf already prefixes it with PKG_CONFIG_SYSROOT_DIR).
+	prefix=$(pkg-config --variable=prefix xport)
+	[[ $prefix == "$stage"/* ]] || prefix=$stage$prefix
+	[[ -d $prefix/include/xport ]] || fail "no staged prefix at $prefix"
+	cbuild=$work/cmake-build
+	step "cmake -S ci/cmake-consumer -DCMAKE_PREFIX_PATH=$prefix"
+	# Nothing installed on the host may answer instead.
+	CC=$CC cmake -S "$root/ci/cmake-consumer" -B "$cbuild" -DCMAKE_PREFIX_PATH="$prefix" \
+		-DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+		>"$work/cmake.log" 2>&1 || { cat "$work/cmake.log" >&2; fail "cmake configure"; }
+	grep -q "xport_DIR:PATH=$cmdir" "$cbuild/CMakeCache.txt" ||
+		fail "find_package(xport) did not find the staged package ($(grep xport_DIR "$cbuild/CMakeCache.txt"))"
+	cmake --build "$cbuild" >>"$work/cmake.log" 2>&1 || { cat "$work/cmake.log" >&2; fail "cmake build"; }
+	ldd "$cbuild/app" | grep -q "=> $libdir/libxport.so" ||
+		{ ldd "$cbuild/app" >&2; fail "the CMake consumer does not load $so"; }
+	out=$(timeout 60 "$cbuild/app") || fail "the CMake consumer failed: $out"
+	[[ $out == "consumer: ok" ]] || fail "the CMake consumer printed '$out'"
+	step "cmake consumer: $out"
+	# The version file refuses what this version does not provide.
+	mkdir -p "$work/cmake-v"
+	for want in 0.2 1.0; do
+		# project() with C: CMake searches the multiarch libdir
+		# (lib/<triplet>/cmake) only when it knows the architecture.
+		printf '%s\n' 'cmake_minimum_required(VERSION 3.13)' 'project(v C)' \
+			"find_package(xport $want QUIET)" \
+			'if(xport_FOUND)' "  message(FATAL_ERROR \"xport $want accepted\")" 'endif()' \
+			'find_package(xport 0.1 QUIET)' \
+			'if(NOT xport_FOUND)' '  message(FATAL_ERROR "xport 0.1 not found")' 'endif()' \
+			>"$work/cmake-v/CMakeLists.txt"
+		rm -rf "$work/cmake-v/b"
+		cmake -S "$work/cmake-v" -B "$work/cmake-v/b" -DCMAKE_PREFIX_PATH="$prefix" \
+			>"$work/cmake-v.log" 2>&1 || { cat "$work/cmake-v.log" >&2; fail "find_package(xport $want) accepted, or 0.1 not found"; }
+	done
+	step "find_package(xport 0.2) and (xport 1.0) refused"
+fi
 
 step "ok"

@@ -1,8 +1,8 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """Two builds of xport side by side, in one run: "nothing gets slower".
 
-    python3 perf/compare-builds.py OLD_BUILD NEW_BUILD [--rounds N]
+    /usr/bin/python3 perf/compare-builds.py OLD_BUILD NEW_BUILD [--rounds N]
 
 Runs xport-perf lat and bw in-process, over shm and over TCP (two processes
 under each build's own xprun, pinned to CPUs 0 and 1 by xport-perf's
@@ -46,13 +46,16 @@ def perf_rows(build, launcher, args):
         cmd = [os.path.join(build, "tools", "xprun"), "-n", "2"] + cmd
     rows = {}
     for line in run(cmd).splitlines():
+        # xprun passes stdout into a pipe unprefixed: every line is a
+        # rank's own (an older xprun's "[0] " is taken off).
         line = line.strip()
-        if line.startswith("[0]"):  # xprun prefixes every line with [rank]
+        if line.startswith("[0]"):
             line = line[3:].strip()
         if not line.startswith("{"):
             continue
         r = json.loads(line)
-        if r.get("transport") == "cacheline-baseline":
+        # The first object describes the run ({"type": "run", ...}).
+        if "test" not in r or r.get("transport") == "cacheline-baseline":
             continue
         value = r["lat_us_p50"] if r["test"] == "lat" else r["bw_MBps"]
         rows[(r["test"], r["size"])] = value

@@ -21,6 +21,11 @@
 # it succeeds and prints a JSON row, xport joins the rounds. Until then its rows
 # read "not available yet" with the reason.
 #
+# --json-out FILE writes every row measured, of every tool and round, as JSON
+# lines in xport-perf's schema plus "system" (xport, ucx, sock, openmpi),
+# "variant", "round" and "command", after a first {"type":"run",...} object
+# naming this script's command line: what perf/plot draws side by side.
+#
 # Every command runs under `timeout`; background servers are killed on exit,
 # interrupt included (trap). Run with --help for the options.
 set -uo pipefail
@@ -37,6 +42,8 @@ INSTALL=1
 CMD_TIMEOUT=60 # seconds, each benchmark command (a normal one takes 1-8 s)
 LOGDIR=
 KEEP_LOGS=0
+JSON_OUT=
+ORIG_ARGS=("$@")
 
 # The UCX benchmark; another build of it can be named in the environment.
 UCX_PERFTEST=${UCX_PERFTEST:-ucx_perftest}
@@ -60,13 +67,15 @@ MPI_NOCMA_ARGS=(--mca btl_vader_single_copy_mechanism none)
 usage() {
 	cat <<EOF
 usage: $PROG [--transport tcp|shm] [--rounds N] [--builddir DIR] [--no-pin]
-                            [--no-install] [--timeout S] [--logdir DIR] [--help]
+                            [--no-install] [--timeout S] [--logdir DIR]
+                            [--json-out FILE] [--help]
 
 Runs, on this machine and in one go, the TCP-over-loopback comparison:
   UCX      ucx_perftest tag_lat 8 B and tag_bw 1 MiB, UCX_TLS=tcp, 127.0.0.1
   socket   sock-baseline lat (blocking), lat-spin (spinning recv), bw (1 MiB)
-  xport    xprun -n 2 BUILDDIR/perf/xport-perf lat|bw --transport tcp --json
-           (used as soon as it works; "not available yet" until then)
+  xport    BUILDDIR/tools/xprun -n 2 BUILDDIR/perf/xport-perf lat|bw
+           --transport tcp --json (used as soon as it works; "not available
+           yet" until then)
 or, with --transport shm, the shared-memory one (two processes, this host):
   UCX      ucx_perftest tag_lat 8 B and tag_bw 1 MiB, UCX_TLS=posix
   Open MPI mpirun -np 2 --bind-to core --mca pml ob1 --mca btl self,vader
@@ -75,7 +84,8 @@ or, with --transport shm, the shared-memory one (two processes, this host):
            single-copy mechanism (btl_vader_single_copy_mechanism none;
            receives into 64 buffers, as xport-perf, and into one, as
            ucx_perftest) and with vader's default (cross-memory attach)
-  xport    xprun -n 2 BUILDDIR/perf/xport-perf lat|bw --transport shm --json
+  xport    BUILDDIR/tools/xprun -n 2 BUILDDIR/perf/xport-perf lat|bw
+           --transport shm --json
 in N interleaved rounds, then prints the medians across rounds side by side
 (8 B one-way latency in us, 1 MiB bandwidth in GB/s = 10^9 B/s), the ratios
 xport/UCX and xport/socket (shm: xport/UCX and xport/vader), and the exact
@@ -93,11 +103,20 @@ commands it ran.
   --timeout S    bound on each benchmark command (default $CMD_TIMEOUT s)
   --logdir DIR   keep every command's output in DIR (default: a temporary
                  directory, removed at exit unless something failed)
+  --json-out F   also write every row measured (each tool, each round) to F
+                 as JSON lines: xport-perf's keys (test, transport, protocol,
+                 size, iters, lat_us_avg, lat_us_min, lat_us_p50, lat_us_p99,
+                 bw_MBps; null where a tool does not measure it) plus system
+                 (xport, ucx, sock, openmpi), variant, round and command,
+                 after one {"type":"run",...} line with this command line;
+                 for perf/plot
   -h, --help     this text
 
+The xprun that starts xport-perf is always BUILDDIR/tools/xprun, built with
+it, never one from PATH.
+
 Environment: UCX_PERFTEST (default ucx_perftest) names another UCX build's
-benchmark; XPRUN_PATH names the xprun launcher if it is neither on PATH nor
-in the build directory; MPICC and MPIRUN (default mpicc, mpirun) another MPI.
+benchmark; MPICC and MPIRUN (default mpicc, mpirun) another MPI.
 
 Exit status: 0 when every attempted measurement worked (UCX, MPI or xport
 rows may be absent, with a note), 1 when one failed, 2 on a usage error.
@@ -120,7 +139,7 @@ while (($# > 0)); do
 		;;
 	esac
 	case $arg in
-	--rounds | --builddir | --timeout | --logdir | --transport)
+	--rounds | --builddir | --timeout | --logdir | --transport | --json-out)
 		if [[ -z $val ]]; then
 			(($# >= 2)) || die_usage "$arg needs a value"
 			val=$2
@@ -152,6 +171,7 @@ while (($# > 0)); do
 		LOGDIR=$val
 		KEEP_LOGS=1
 		;;
+	--json-out) JSON_OUT=$val ;;
 	--no-pin) PIN=0 ;;
 	--no-install) INSTALL=0 ;;
 	-h | --help)
@@ -170,6 +190,10 @@ BUILDDIR=$(realpath -m -- "${BUILDDIR:-$ROOT/build}")
 [[ $BUILDDIR == "$ROOT"/* ]] && BUILDDIR=${BUILDDIR#"$ROOT"/}
 if [[ -n $LOGDIR ]]; then
 	LOGDIR=$(realpath -m -- "$LOGDIR")
+fi
+if [[ -n $JSON_OUT ]]; then
+	JSON_OUT=$(realpath -m -- "$JSON_OUT")
+	: >"$JSON_OUT" 2>/dev/null || die_usage "--json-out $JSON_OUT: cannot write it"
 fi
 cd "$ROOT" || exit 2
 
@@ -391,10 +415,16 @@ if [[ $TRANSPORT == shm ]]; then
 	fi
 	if ((MPI_OK)); then
 		mkdir -p -- "$(dirname -- "$MPI_BIN")"
-		record 0 "$MPICC" -O2 -std=c11 -Wall -Wextra -o "$MPI_BIN" perf/mpi_baseline.c
+		# The version meson gives the other programs (meson.project_version()).
+		xp_version=$(meson introspect "$BUILDDIR" --projectinfo 2>/dev/null |
+			grep -o '"version": *"[^"]*"' | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/')
+		mpi_version_arg=(-DXPORT_VERSION_STRING="\"${xp_version:-unknown}\"")
+		record 0 "$MPICC" -O2 -std=c11 -Wall -Wextra "${mpi_version_arg[@]}" -o "$MPI_BIN" \
+			perf/mpi_baseline.c
 		# Built beside, then moved, so a concurrent run never starts half a file.
 		if ! run_fg "$LOGDIR/mpicc.log" "$LOGDIR/mpicc.log" timeout -k 10 300 \
-			"$MPICC" -O2 -std=c11 -Wall -Wextra -o "$MPI_BIN.tmp.$$" perf/mpi_baseline.c ||
+			"$MPICC" -O2 -std=c11 -Wall -Wextra "${mpi_version_arg[@]}" \
+			-o "$MPI_BIN.tmp.$$" perf/mpi_baseline.c ||
 			! mv -f -- "$MPI_BIN.tmp.$$" "$MPI_BIN"; then
 			rm -f -- "$MPI_BIN.tmp.$$"
 			MPI_OK=0
@@ -453,6 +483,48 @@ json_num() {
 # json_row FILE TEST SIZE: the first JSON row of that test and size.
 json_row() {
 	grep -m1 -E "\"test\":\"$2\".*\"size\":$3[,}]" -- "$1"
+}
+
+# json_str STRING: STRING as a JSON string, quotes included.
+json_str() {
+	local s=$1
+	s=${s//\\/\\\\}
+	s=${s//\"/\\\"}
+	s=${s//$'\t'/\\t}
+	printf '"%s"' "$s"
+}
+
+# What --json-out says about each measurement: its system and variant.
+json_system() {
+	case $1 in
+	ucx_*) echo ucx ;;
+	sock_*) echo sock ;;
+	xp_*) echo xport ;;
+	mpi_*) echo openmpi ;;
+	esac
+}
+json_variant() {
+	case $1 in
+	sock_lat) echo blocking ;;
+	sock_spin) echo spin ;;
+	mpi_bw) echo "no CMA" ;;
+	mpi_bw_1buf) echo "no CMA, 1 receive buffer" ;;
+	mpi_bw_cma) echo CMA ;;
+	esac
+}
+
+# json_out_rows ID ROUND FILE CMD...: with --json-out, appends FILE's result
+# rows (not the tools' own run records) with system, variant, round and the
+# command that measured them.
+json_out_rows() {
+	[[ -n $JSON_OUT ]] || return 0
+	local id=$1 r=$2 file=$3 head variant
+	shift 3
+	variant=$(json_variant "$id")
+	head="\"system\":\"$(json_system "$id")\",\"variant\":"
+	head+=$([[ -n $variant ]] && json_str "$variant" || echo null)
+	head+=",\"round\":$r,\"command\":$(json_str "$(shell_words "$@")"),"
+	grep -E '^\{"test":' -- "$file" | sed "s|^{|{${head//|/\\|}|" >>"$JSON_OUT"
 }
 
 # ---------------------------------------------------------------------------
@@ -580,7 +652,7 @@ ucx_run() { # lat|bw ROUND
 		fail "$id" "$r" "ucx_perftest client exited with status $rc" "$base.err"
 		return
 	fi
-	line=$(awk '$1 == "Final:" { print $3, $7 }' "$base.out")
+	line=$(awk '$1 == "Final:" { print $3, $4, $7 }' "$base.out")
 	if [[ $test == lat ]]; then
 		v=${line%% *}
 	else
@@ -591,6 +663,21 @@ ucx_run() { # lat|bw ROUND
 		return
 	fi
 	VAL[$id,$r]=$v
+	if [[ -n $JSON_OUT ]]; then
+		# As xport-perf's rows: the 50.0%ile and average columns (us), the
+		# overall bandwidth in 10^6 B/s; what ucx_perftest does not give
+		# is null.
+		local n fields avg
+		n=$(awk '$1 == "Final:" { print $2 }' "$base.out")
+		read -r _ avg _ <<<"$line"
+		if [[ $test == lat ]]; then
+			fields="\"size\":8,\"iters\":${n:-null},\"lat_us_avg\":${avg:-null},\"lat_us_min\":null,\"lat_us_p50\":$v,\"lat_us_p99\":null,\"bw_MBps\":null"
+		else
+			fields="\"size\":1048576,\"iters\":${n:-null},\"lat_us_avg\":null,\"lat_us_min\":null,\"lat_us_p50\":null,\"lat_us_p99\":null,\"bw_MBps\":$(awk -v g="$v" 'BEGIN { printf "%.1f", g * 1000 }')"
+		fi
+		printf '{"system":"ucx","variant":null,"round":%d,"command":%s,"test":"%s","transport":"%s","protocol":null,%s}\n' \
+			"$r" "$(json_str "$(shell_words "${cli[@]}")")" "$test" "$UCX_TLS_VAL" "$fields" >>"$JSON_OUT"
+	fi
 	progress "$id" "$r" "$v" "$([[ $test == lat ]] && echo "us (50.0%ile)" || echo "GB/s")"
 }
 
@@ -620,6 +707,7 @@ json_run() {
 		return
 	fi
 	VAL[$id,$r]=$v
+	json_out_rows "$id" "$r" "$base.out" "$@"
 	progress "$id" "$r" "$v" "$([[ $test == lat ]] && echo "us (p50)" || echo "GB/s")"
 }
 
@@ -663,18 +751,10 @@ XPORT_NOTE=
 XPRUN=
 XPORT_HEADER=
 
+# The launcher built beside xport-perf (ninja above), never one from PATH:
+# an installed xprun may be older than the benchmark it would start.
 find_xprun() {
-	local p
-	if [[ -n ${XPRUN_PATH:-} && -x $XPRUN_PATH ]]; then
-		echo "$XPRUN_PATH"
-		return 0
-	fi
-	if p=$(command -v xprun); then
-		echo "$p"
-		return 0
-	fi
-	p=$(find "$BUILDDIR" -maxdepth 3 -type f -name xprun -perm -u+x 2>/dev/null | head -n 1)
-	[[ -n $p ]] && echo "$p"
+	[[ -x $BUILDDIR/tools/xprun ]] && echo "$BUILDDIR/tools/xprun"
 }
 
 xport_detect() {
@@ -689,7 +769,7 @@ xport_detect() {
 		# Still ask xport-perf itself, for its own word on the transport.
 		run_fg "$out" "$err" timeout -k 5 20 "$XP" lat --transport "$TRANSPORT" --sizes 8 --iters 10 --json
 		msg=$(grep -m1 -v '^#' "$err")
-		XPORT_NOTE="not available yet: no xprun launcher (PATH, XPRUN_PATH, $BUILDDIR)${msg:+; $XP says: $msg}"
+		XPORT_NOTE="not available yet: no $BUILDDIR/tools/xprun${msg:+; $XP says: $msg}"
 		return 1
 	fi
 	run_fg "$out" "$err" timeout -k 5 "$CMD_TIMEOUT" "$XPRUN" -n 2 "$XP" lat --transport "$TRANSPORT" \
@@ -760,6 +840,10 @@ run_test() { # ID ROUND
 	esac
 }
 
+if [[ -n $JSON_OUT ]]; then
+	printf '{"type":"run","system":"compare-tcp","tool":"compare-tcp.sh","command":%s,"transport":"%s","rounds":%d}\n' \
+		"$(json_str "$(shell_words "$PROG" "${ORIG_ARGS[@]}")")" "$TRANSPORT" "$ROUNDS" >"$JSON_OUT"
+fi
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 START=$SECONDS
 n=${#TESTS[@]}

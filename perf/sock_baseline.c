@@ -84,8 +84,14 @@ struct opts {
 /* What the measuring child hands the parent through the result pipe. */
 struct result {
 	long iters;
-	double p50_us, p99_us, bw_mbps; /* negative: not measured by this test */
+	/* Negative: not measured by this test. Latency is one-way: mean,
+	 * minimum, median and p99 of half the round trips. */
+	double avg_us, min_us, p50_us, p99_us, bw_mbps;
 };
+
+#ifndef XPORT_VERSION_STRING
+#error "XPORT_VERSION_STRING comes from meson.build (meson.project_version())"
+#endif
 
 static const char *who = "sock-baseline"; /* prefix of error messages */
 /* The parent's children, for its signal handler; 0 until forked. */
@@ -118,12 +124,13 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sock-baseline lat|lat-spin|bw [--size N] [--iters N] [--pin]\n"
-		"                     [--cpus A,B] [--json] [--timeout S] [--help]\n"
+		"                     [--cpus A,B] [--json] [--timeout S] [--version] [--help]\n"
 		"\n"
 		"Plain TCP over loopback between two processes (fork), as a yardstick for\n"
 		"xport-perf --transport tcp and ucx_perftest.\n"
 		"  lat          ping-pong, blocking send/recv, TCP_NODELAY; one-way latency\n"
-		"               (half the round trip), p50 and p99 (default size %d B)\n"
+		"               (half the round trip): lat_us_avg, lat_us_min, lat_us_p50,\n"
+		"               lat_us_p99 (default size %d B)\n"
 		"  lat-spin     the same with recv(MSG_DONTWAIT) spinning on both sides\n"
 		"  bw           one-way stream of N-byte messages, blocking send/recv,\n"
 		"               measured at the receiver (default size %zu B), MB/s = 10^6 B/s\n"
@@ -134,7 +141,8 @@ static void usage(FILE *f)
 		"               server (pong sender, bw receiver) to CPU 1\n"
 		"  --cpus A,B   pin the client to CPU A and the server to CPU B\n"
 		"  --json       one JSON line on stdout (xport-perf's keys); header on stderr\n"
-		"  --timeout S  each process ends itself after S seconds (default %d)\n",
+		"  --timeout S  each process ends itself after S seconds (default %d)\n"
+		"  --version    print the version and exit\n",
 		DEFAULT_LAT_SIZE, DEFAULT_BW_SIZE, DEFAULT_TIMEOUT_S);
 }
 
@@ -335,8 +343,13 @@ static void run_lat_client(const struct opts *o, int fd, struct result *res)
 	for (long i = 0; i < iters; i++)
 		rt[i] = ts[warm + i + 1] - ts[warm + i];
 	qsort(rt, (size_t)iters, sizeof(*rt), cmp_i64);
+	double sum = 0;
+	for (long i = 0; i < iters; i++)
+		sum += (double)rt[i];
 	*res = (struct result){
 		.iters = iters,
+		.avg_us = sum / (double)iters / 2e3,
+		.min_us = (double)rt[0] / 2e3,
 		.p50_us = (double)rt[pct_index((size_t)iters, 50)] / 2e3,
 		.p99_us = (double)rt[pct_index((size_t)iters, 99)] / 2e3,
 		.bw_mbps = -1,
@@ -416,6 +429,8 @@ static void run_bw_server(const struct opts *o, int fd, struct result *res)
 	qsort(bw, (size_t)chunks, sizeof(double), cmp_double);
 	*res = (struct result){
 		.iters = iters,
+		.avg_us = -1,
+		.min_us = -1,
 		.p50_us = -1,
 		.p99_us = -1,
 		.bw_mbps = bw[pct_index((size_t)chunks, 50)],
@@ -592,14 +607,16 @@ static void print_header(const struct opts *o, FILE *f)
 			   "them to CPUs 0 and 1)\n");
 	switch (o->mode) {
 	case MODE_LAT:
-		fprintf(f, "# lat: blocking send/recv ping-pong; one-way = half the round trip;\n"
-			   "#      p50/p99 over iters after iters/10 warmup; each round trip "
-			   "includes one clock read\n");
+		fprintf(f,
+			"# lat: blocking send/recv ping-pong; one-way = half the round trip;\n"
+			"#      lat_us_avg/min/p50/p99 over iters after iters/10 warmup; each round trip "
+			"includes one clock read\n");
 		break;
 	case MODE_LAT_SPIN:
-		fprintf(f, "# lat-spin: ping-pong, both sides spin on recv(MSG_DONTWAIT), send "
-			   "blocking;\n#      one-way = half the round trip; p50/p99 over iters "
-			   "after iters/10 warmup\n");
+		fprintf(f,
+			"# lat-spin: ping-pong, both sides spin on recv(MSG_DONTWAIT), send "
+			"blocking;\n#      one-way = half the round trip; lat_us_avg/min/p50/p99 over iters "
+			"after iters/10 warmup\n");
 		break;
 	case MODE_BW:
 		fprintf(f,
@@ -614,8 +631,9 @@ static void print_header(const struct opts *o, FILE *f)
 		"after %d s\n",
 		clock_cost_ns(), o->timeout_s);
 	if (!o->json)
-		fprintf(f, "%-5s %-19s %-8s %9s %7s %11s %11s %10s\n", "test", "transport",
-			"protocol", "size", "iters", "lat_us_p50", "lat_us_p99", "bw_MBps");
+		fprintf(f, "%-5s %-19s %-8s %9s %7s %10s %10s %10s %10s %9s\n", "test", "transport",
+			"protocol", "size", "iters", "lat_us_avg", "lat_us_min", "lat_us_p50",
+			"lat_us_p99", "bw_MBps");
 	fflush(f);
 }
 
@@ -631,19 +649,21 @@ static void print_row(const struct opts *o, const struct result *r)
 {
 	const char *test = o->mode == MODE_BW ? "bw" : "lat";
 	const char *protocol = o->mode == MODE_LAT_SPIN ? "spin" : "blocking";
-	char p50[32], p99[32], bw[32];
+	char avg[32], min[32], p50[32], p99[32], bw[32];
 
+	fmt_num(avg, sizeof(avg), r->avg_us, 3, o->json);
+	fmt_num(min, sizeof(min), r->min_us, 3, o->json);
 	fmt_num(p50, sizeof(p50), r->p50_us, 3, o->json);
 	fmt_num(p99, sizeof(p99), r->p99_us, 3, o->json);
 	fmt_num(bw, sizeof(bw), r->bw_mbps, 1, o->json);
 	if (o->json)
 		printf("{\"test\":\"%s\",\"transport\":\"socket-tcp\",\"protocol\":\"%s\","
-		       "\"size\":%zu,\"iters\":%ld,\"lat_us_p50\":%s,\"lat_us_p99\":%s,"
-		       "\"bw_MBps\":%s}\n",
-		       test, protocol, o->size, r->iters, p50, p99, bw);
+		       "\"size\":%zu,\"iters\":%ld,\"lat_us_avg\":%s,\"lat_us_min\":%s,"
+		       "\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"bw_MBps\":%s}\n",
+		       test, protocol, o->size, r->iters, avg, min, p50, p99, bw);
 	else
-		printf("%-5s %-19s %-8s %9zu %7ld %11s %11s %10s\n", test, "socket-tcp", protocol,
-		       o->size, r->iters, p50, p99, bw);
+		printf("%-5s %-19s %-8s %9zu %7ld %10s %10s %10s %10s %9s\n", test, "socket-tcp",
+		       protocol, o->size, r->iters, avg, min, p50, p99, bw);
 	fflush(stdout);
 }
 
@@ -718,7 +738,7 @@ static bool parse_cpus(const char *s, int cpu[2])
 /* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_JSON = 256, OPT_SIZE, OPT_ITERS, OPT_PIN, OPT_CPUS, OPT_TIMEOUT };
+	enum { OPT_JSON = 256, OPT_SIZE, OPT_ITERS, OPT_PIN, OPT_CPUS, OPT_TIMEOUT, OPT_VERSION };
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "size", required_argument, NULL, OPT_SIZE },
@@ -726,6 +746,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "pin", no_argument, NULL, OPT_PIN },
 		{ "cpus", required_argument, NULL, OPT_CPUS },
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -777,6 +798,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'h':
 			usage(stdout);
+			return 1;
+		case OPT_VERSION:
+			printf("sock-baseline (xport) %s\n", XPORT_VERSION_STRING);
 			return 1;
 		default:
 			fprintf(stderr, "sock-baseline: try --help\n");

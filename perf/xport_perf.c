@@ -50,11 +50,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "xport/xport.h"
 #include "perf_util.h"
+#include "shell_words.h"
 
 #define NRANKS 2
 #define DEFAULT_WINDOW 64
@@ -99,7 +101,9 @@ struct row {
 	long iters;
 	int window;          /* windowed tests only */
 	long msgs_per_round; /* windowed tests only, per direction */
-	double p50_us, p99_us, bw_mbps, mmsg_s;
+	/* Latency: one-way (half the round trip) mean, minimum, median, p99. */
+	double avg_us, min_us, p50_us, p99_us;
+	double bw_mbps, mmsg_s;
 };
 
 /* Sense-reversing barrier for the two rank threads: the in-process control
@@ -166,7 +170,12 @@ struct rank_state {
 	struct rank_info info[NRANKS];
 };
 
-static FILE *hdr_out; /* header and summary: stdout, or stderr with --json */
+static FILE *hdr_out;     /* header and summary: stdout, or stderr with --json */
+static char *run_command; /* how this run was started, for the run record */
+
+#ifndef XPORT_VERSION_STRING
+#error "XPORT_VERSION_STRING comes from meson.build (meson.project_version())"
+#endif
 
 /* ------------------------------------------------------------------------- */
 /* Failing                                                                   */
@@ -207,6 +216,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: xport-perf [lat|bw|bibw|rate|all] [--json] [--sizes a,b,c] [--iters N]\n"
 		"                  [--window N] [--transport inproc|shm|tcp] [--no-pin] [--progress]\n"
+		"                  [--version] [--help]\n"
 		"\n"
 		"Measures xport between two ranks: two threads of this process (in-process\n"
 		"transport), or, when a launcher started it (XP_RANK, RANK, SLURM_PROCID or\n"
@@ -214,28 +224,39 @@ static void usage(FILE *f)
 		"of a job of two processes, over the transport xp_init() gives them. Only\n"
 		"rank 0 prints. Each rank is pinned to a CPU (in-process: the first two it\n"
 		"may use; processes: CPU rank %% N of the N it may use).\n"
-		"  lat          ping-pong latency (half the round trip, receive posted first),\n"
-		"               p50 and p99; in-process beside two threads ping-ponging one\n"
-		"               cache line\n"
+		"  lat          ping-pong latency (half the round trip, receive posted first):\n"
+		"               lat_us_avg, lat_us_min, lat_us_p50, lat_us_p99; in-process\n"
+		"               beside two threads ping-ponging one cache line\n"
 		"  bw           bandwidth of a window of sends, measured at the receiver\n"
+		"               (bw_MBps, 10^6 B/s)\n"
 		"  bibw         both ranks send to each other at once; the sum of both\n"
 		"               directions' receive bandwidth\n"
-		"  rate         message rate of small messages (Mmsg/s), as bw; default sizes\n"
+		"  rate         message rate of small messages (Mmsg_per_s), as bw; default sizes\n"
 		"               up to %d B\n"
 		"  all          all four (the default)\n"
-		"  --json       JSON lines on stdout, one object per row; header on stderr\n"
-		"  --sizes L    message sizes in bytes, comma-separated, k/m/g suffixes (x1024)\n"
+		"  --json       JSON lines on stdout: first {\"type\":\"run\",...} (version,\n"
+		"               command, transport), then one object per row with the table's\n"
+		"               column names as keys (null: not measured); header on stderr\n"
+		"  --sizes L    message sizes in bytes, comma-separated, each digits with an\n"
+		"               optional k, m or g suffix (x1024), at most 1g\n"
 		"  --iters N    lat: iterations per size; others: rounds per size (default: by\n"
 		"               size and transport)\n"
 		"  --window N   bw, bibw, rate: sends in flight (default %d)\n"
 		"  --transport T  inproc: two threads of this process (under a launcher, rank 0\n"
-		"               runs it and the other ranks exit at once); tcp: ranks started\n"
-		"               by a launcher, their peer reached over TCP. Default: under a\n"
-		"               launcher, whatever xp_init() chose (tcp today), else inproc.\n"
-		"               A job must have exactly 2 ranks; other sizes are refused\n"
+		"               runs it and the other ranks exit at once); shm: ranks started\n"
+		"               by a launcher on one host, over shared memory; tcp: ranks\n"
+		"               started by a launcher, over TCP. Default: under a launcher,\n"
+		"               whatever xp_init() chooses (XP_TRANSPORTS, else shm between\n"
+		"               ranks of one host, tcp otherwise), else inproc. With shm or\n"
+		"               tcp, XP_TRANSPORTS (if set) must list T; inproc does not go\n"
+		"               with XP_TRANSPORTS (exit 2 either way). A job must have\n"
+		"               exactly 2 ranks; other sizes are refused\n"
 		"  --no-pin     leave the ranks where the scheduler puts them\n"
-		"  --progress   a line on stderr per size (the default when stderr is a tty)\n"
-		"Environment: XP_TIMEOUT_MS, XP_RNDV_THRESHOLD, XP_POOL_MAX_BYTES, ... (xport.h)\n",
+		"  --progress   a line on stderr per size (the default when stderr is a\n"
+		"               terminal, or under xprun when xprun's is: XPRUN_STDERR_TTY=1)\n"
+		"  --version    print the version and exit\n"
+		"Environment: XP_TRANSPORTS, XP_TIMEOUT_MS, XP_RNDV_THRESHOLD, XP_POOL_MAX_BYTES, ...\n"
+		"(xport.h). See xport-perf(1).\n",
 		RATE_MAX_DEFAULT_SIZE, DEFAULT_WINDOW);
 }
 
@@ -552,37 +573,76 @@ static void print_table_head(const struct opts *o)
 {
 	if (o->json)
 		return;
-	printf("%-5s %-19s %-8s %9s %7s %11s %11s %10s %8s\n", "test", "transport", "protocol",
-	       "size", "iters", "lat_us_p50", "lat_us_p99", "bw_MBps", "Mmsg_s");
+	printf("%-5s %-19s %-8s %9s %7s %10s %10s %10s %10s %9s %10s\n", "test", "transport",
+	       "protocol", "size", "iters", "lat_us_avg", "lat_us_min", "lat_us_p50", "lat_us_p99",
+	       "bw_MBps", "Mmsg_per_s");
 	fflush(stdout);
 }
 
 static void print_row(const struct opts *o, const struct row *r)
 {
-	char p50[32], p99[32], bw[32], rate[32];
+	/* Every figure, in the order of the table's columns and named alike. */
+	const double v[6] = { r->avg_us, r->min_us, r->p50_us, r->p99_us, r->bw_mbps, r->mmsg_s };
+	static const int prec[6] = { 3, 3, 3, 3, 1, 3 };
+	char f[6][32];
+	for (int k = 0; k < 6; k++)
+		(o->json ? json_num : fmt_num)(f[k], sizeof(f[k]), v[k], prec[k]);
 	if (o->json) {
-		json_num(p50, sizeof(p50), r->p50_us, 3);
-		json_num(p99, sizeof(p99), r->p99_us, 3);
-		json_num(bw, sizeof(bw), r->bw_mbps, 1);
-		json_num(rate, sizeof(rate), r->mmsg_s, 3);
 		printf("{\"test\":\"%s\",\"transport\":\"%s\",\"protocol\":\"%s\",\"size\":%zu,"
-		       "\"iters\":%ld,\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"bw_MBps\":%s",
-		       r->test, r->transport, r->protocol, r->size, r->iters, p50, p99, bw);
+		       "\"iters\":%ld,\"lat_us_avg\":%s,\"lat_us_min\":%s,\"lat_us_p50\":%s,"
+		       "\"lat_us_p99\":%s,\"bw_MBps\":%s,\"Mmsg_per_s\":%s",
+		       r->test, r->transport, r->protocol, r->size, r->iters, f[0], f[1], f[2],
+		       f[3], f[4], f[5]);
 		if (r->window > 0)
-			printf(",\"window\":%d,\"msgs_per_round\":%ld,\"Mmsg_per_s\":%s", r->window,
-			       r->msgs_per_round, rate);
+			printf(",\"window\":%d,\"msgs_per_round\":%ld", r->window,
+			       r->msgs_per_round);
+		else
+			printf(",\"window\":null,\"msgs_per_round\":null");
 		if (r->route_protocol != NULL)
 			printf(",\"route_protocol\":\"%s\"", r->route_protocol);
 		printf("}\n");
 	} else {
-		fmt_num(p50, sizeof(p50), r->p50_us, 3);
-		fmt_num(p99, sizeof(p99), r->p99_us, 3);
-		fmt_num(bw, sizeof(bw), r->bw_mbps, 1);
-		fmt_num(rate, sizeof(rate), r->mmsg_s, 3);
-		printf("%-5s %-19s %-8s %9zu %7ld %11s %11s %10s %8s\n", r->test, r->transport,
-		       r->protocol, r->size, r->iters, p50, p99, bw, rate);
+		printf("%-5s %-19s %-8s %9zu %7ld %10s %10s %10s %10s %9s %10s\n", r->test,
+		       r->transport, r->protocol, r->size, r->iters, f[0], f[1], f[2], f[3], f[4],
+		       f[5]);
 	}
 	/* Rows appear as they are measured; the other rank waits meanwhile. */
+	fflush(stdout);
+}
+
+/* @s as a JSON string, quotes included. */
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+/* With --json, the first line: what ran, so that a plot can say it. */
+static void print_run_record(const struct bench *b, const char *transport)
+{
+	if (!b->o->json)
+		return;
+	printf("{\"type\":\"run\",\"system\":\"xport\",\"tool\":\"xport-perf\",\"version\":");
+	json_str(stdout, XPORT_VERSION_STRING);
+	printf(",\"command\":");
+	json_str(stdout, run_command != NULL ? run_command : "xport-perf");
+	printf(",\"transport\":");
+	json_str(stdout, transport);
+	printf(",\"launcher\":");
+	if (b->net)
+		json_str(stdout, b->launcher);
+	else
+		printf("null");
+	printf("}\n");
 	fflush(stdout);
 }
 
@@ -655,6 +715,22 @@ static void stats_after(struct rank_state *rs, const char *test, size_t size, st
 /* ------------------------------------------------------------------------- */
 /* Tests                                                                     */
 
+/* @row's latency figures from @iters round-trip times (ns), which it sorts. */
+static void lat_stats(struct row *row, int64_t *rt, long iters)
+{
+	double sum = 0;
+	qsort(rt, (size_t)iters, sizeof(*rt), cmp_i64);
+	for (long i = 0; i < iters; i++)
+		sum += (double)rt[i];
+	row->iters = iters;
+	row->avg_us = sum / (double)iters / 2e3;
+	row->min_us = (double)rt[0] / 2e3;
+	row->p50_us = (double)rt[pct_index((size_t)iters, 50)] / 2e3;
+	row->p99_us = (double)rt[pct_index((size_t)iters, 99)] / 2e3;
+	row->bw_mbps = -1;
+	row->mmsg_s = -1;
+}
+
 /* Two threads hand one cache line back and forth: the floor for any
  * shared-memory transport between these two CPUs. In-process only. */
 static void run_baseline(struct rank_state *rs)
@@ -702,18 +778,13 @@ static void run_baseline(struct rank_state *rs)
 		int64_t *rt = rs->ts + warm;
 		for (long i = 0; i < iters; i++)
 			rt[i] = rs->ts[warm + i + 1] - rs->ts[warm + i];
-		qsort(rt, (size_t)iters, sizeof(*rt), cmp_i64);
 		struct row row = {
 			.test = "lat",
 			.transport = "cacheline-baseline",
 			.protocol = b->o->json ? "none" : "-",
 			.size = sizeof(uint64_t),
-			.iters = iters,
-			.p50_us = (double)rt[pct_index((size_t)iters, 50)] / 2e3,
-			.p99_us = (double)rt[pct_index((size_t)iters, 99)] / 2e3,
-			.bw_mbps = -1,
-			.mmsg_s = -1,
 		};
+		lat_stats(&row, rt, iters);
 		b->base_p50_us = row.p50_us;
 		print_row(b->o, &row);
 	}
@@ -770,14 +841,9 @@ static void run_lat(struct rank_state *rs, size_t size)
 	int64_t *rt = rs->ts + warm;
 	for (long i = 0; i < iters; i++)
 		rt[i] = rs->ts[warm + i + 1] - rs->ts[warm + i];
-	qsort(rt, (size_t)iters, sizeof(*rt), cmp_i64);
 	row.test = "lat";
 	row.size = size;
-	row.iters = iters;
-	row.p50_us = (double)rt[pct_index((size_t)iters, 50)] / 2e3;
-	row.p99_us = (double)rt[pct_index((size_t)iters, 99)] / 2e3;
-	row.bw_mbps = -1;
-	row.mmsg_s = -1;
+	lat_stats(&row, rt, iters);
 	if (size == 8)
 		b->lat8_p50_us = row.p50_us;
 	print_row(b->o, &row);
@@ -952,8 +1018,7 @@ static void run_stream(struct rank_state *rs, enum test_id t, size_t size)
 	row.iters = rounds;
 	row.window = w;
 	row.msgs_per_round = n;
-	row.p50_us = -1;
-	row.p99_us = -1;
+	row.avg_us = row.min_us = row.p50_us = row.p99_us = -1;
 	row.bw_mbps = bw[pct_index((size_t)rounds, 50)];
 	row.mmsg_s = rate[pct_index((size_t)rounds, 50)];
 	if (t == T_BW && size == 1048576)
@@ -1022,6 +1087,7 @@ static void print_header(struct rank_state *rs)
 	xp_route_t route;
 	XP_CHECK(0, xp_stats_get(rs->ctx, &st));
 	XP_CHECK(0, xp_route_get(rs->ctx, rs->peer, 0, &route));
+	print_run_record(b, route.transport);
 	if (!b->net)
 		fprintf(hdr_out,
 			"# xport-perf (xport %d.%d.%d): transport %s, %d ranks as threads of one "
@@ -1035,19 +1101,21 @@ static void print_header(struct rank_state *rs)
 			XP_VERSION_MAJOR, XP_VERSION_MINOR, XP_VERSION_PATCH, route.transport,
 			NRANKS, b->launcher, rs->info[0].pid, rs->info[0].host, rs->info[1].pid,
 			rs->info[1].host);
+	fprintf(hdr_out, "# command: %s\n", run_command != NULL ? run_command : "xport-perf");
 	print_pinning(rs);
 	fprintf(hdr_out, "# control path: %s; results reach rank 0 by xp_oob_allgather\n",
 		b->net ? "xp_oob_barrier (rank 0's bootstrap service), not the measured transport" :
 			 "spinning barrier on C11 atomics between the two threads");
 	if (o->test[T_LAT])
-		fprintf(hdr_out, "# lat: one-way = half the round trip, receives posted first; "
-				 "p50/p99 over iters after iters/10 warmup;\n#      each round "
-				 "trip includes one clock read\n");
+		fprintf(hdr_out,
+			"# lat: one-way = half the round trip, receives posted first; "
+			"lat_us_avg (mean), lat_us_min, lat_us_p50, lat_us_p99\n#      over iters after "
+			"iters/10 warmup; each round trip includes one clock read\n");
 	if (o->test[T_BW] || o->test[T_BIBW] || o->test[T_RATE]) {
 		fprintf(hdr_out,
 			"# bw/bibw/rate: window %d sends in flight, every receive of a round posted "
 			"first, measured at the receiver\n#   from its go to its last completion; "
-			"MB/s = 10^6 B/s, Mmsg_s = 10^6 messages/s, median of iters rounds;\n",
+			"MB/s = 10^6 B/s, Mmsg_per_s = 10^6 messages/s, median of iters rounds;\n",
 			o->window);
 		if (b->net)
 			fprintf(hdr_out,
@@ -1059,8 +1127,9 @@ static void print_header(struct rank_state *rs)
 			fprintf(hdr_out, "#   a round is one window; the go is one cache-line "
 					 "handoff inside the interval\n");
 		if (o->test[T_BIBW])
-			fprintf(hdr_out, "# bibw: both ranks send at once; bw_MBps and Mmsg_s are "
-					 "the sum of both directions\n");
+			fprintf(hdr_out,
+				"# bibw: both ranks send at once; bw_MBps and Mmsg_per_s are "
+				"the sum of both directions\n");
 	}
 	char rndv[96];
 	if (b->cfg.rndv_threshold != 0)
@@ -1319,11 +1388,12 @@ static int main_net(struct bench *b)
 	xp_context_t *ctx;
 	xp_route_t route;
 
-	/* The transport asked for is the only one the negotiation may pick. */
+	/* The transport asked for is the only one the negotiation may pick
+	 * (main checked that XP_TRANSPORTS, if set, allows it). */
 	if (o->transport == TR_TCP)
-		setenv("XP_TRANSPORTS", "tcp", 1);
+		b->cfg.transports = "tcp";
 	else if (o->transport == TR_SHM)
-		setenv("XP_TRANSPORTS", "shm", 1);
+		b->cfg.transports = "shm";
 	int rc = xp_init(&b->cfg, &ctx);
 	if (rc < 0)
 		die("xp_init failed: %s%s%s", xp_strerror(rc), *xp_error_detail() ? ": " : "",
@@ -1426,38 +1496,77 @@ static bool parse_size(const char *s, size_t *out)
 	return true;
 }
 
+/*
+ * --sizes: a comma-separated list of sizes, each as parse_size() takes
+ * it. Strict: an empty element ("8,,16", a trailing comma), a sign, hex,
+ * trailing junk ("8k5") or a size above 1g is an error that names the
+ * element; a typo never runs some other sweep.
+ */
 static int parse_sizes(const char *arg, struct opts *o)
 {
-	char *copy = strdup(arg), *save = NULL;
 	int n = 1;
-	if (copy == NULL)
-		return -ENOMEM;
 	for (const char *p = arg; *p; p++)
 		n += *p == ',';
-	o->sizes = calloc((size_t)n, sizeof(*o->sizes));
-	if (o->sizes == NULL) {
-		free(copy);
-		return -ENOMEM;
-	}
-	o->nsizes = 0;
-	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (!parse_size(tok, &o->sizes[o->nsizes])) {
-			fprintf(stderr,
-				"xport-perf: bad size '%s' (bytes, optional k, m or g suffix, "
-				"at most 1g)\n",
-				tok);
-			free(copy);
-			return -EINVAL;
-		}
-		o->nsizes++;
-	}
-	free(copy);
-	if (o->nsizes == 0) {
+	if (*arg == '\0') {
 		fprintf(stderr, "xport-perf: --sizes needs at least one size\n");
 		return -EINVAL;
 	}
+	o->sizes = calloc((size_t)n, sizeof(*o->sizes));
+	if (o->sizes == NULL)
+		return -ENOMEM;
+	o->nsizes = 0;
+	for (const char *p = arg;; p++) {
+		size_t len = strcspn(p, ",");
+		char tok[32] = "";
+		if (len < sizeof(tok))
+			memcpy(tok, p, len);
+		tok[len < sizeof(tok) ? len : 0] = '\0';
+		if (len == 0 || len >= sizeof(tok) || !parse_size(tok, &o->sizes[o->nsizes])) {
+			if (len == 0)
+				fprintf(stderr, "xport-perf: --sizes %s: element %d is empty\n",
+					arg, o->nsizes + 1);
+			else
+				fprintf(stderr,
+					"xport-perf: --sizes %s: bad size '%.*s' (element %d): want "
+					"digits with an optional k, m or g suffix, at most 1g\n",
+					arg, (int)len, p, o->nsizes + 1);
+			return -EINVAL;
+		}
+		o->nsizes++;
+		p += len;
+		if (*p == '\0')
+			break;
+	}
 	o->sizes_given = true;
 	return 0;
+}
+
+/* Whether the XP_TRANSPORTS list @list (names, commas, blanks, any case)
+ * names @name. */
+static bool transports_list_has(const char *list, const char *name)
+{
+	const size_t n = strlen(name);
+	for (const char *p = list; *p;) {
+		p += strspn(p, " \t,");
+		size_t len = strcspn(p, ",");
+		size_t end = len;
+		while (end > 0 && (p[end - 1] == ' ' || p[end - 1] == '\t'))
+			end--;
+		if (end == n && strncasecmp(p, name, n) == 0)
+			return true;
+		p += len;
+	}
+	return false;
+}
+
+/* The command line for the run record: xprun's (XPRUN_COMMAND) when it
+ * started this rank, else this process's. */
+static char *command_of(int argc, char **argv)
+{
+	const char *launched = getenv("XPRUN_COMMAND");
+	if (launched != NULL && *launched != '\0' && getenv("XP_RANK") != NULL)
+		return strdup(launched);
+	return shell_words(argc, argv);
 }
 
 static bool parse_long(const char *s, long min, long max, long *out)
@@ -1482,6 +1591,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_TRANSPORT,
 		OPT_PROGRESS,
 		OPT_NO_PIN,
+		OPT_VERSION,
 	};
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, OPT_JSON },
@@ -1491,6 +1601,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "transport", required_argument, NULL, OPT_TRANSPORT },
 		{ "progress", no_argument, NULL, OPT_PROGRESS },
 		{ "no-pin", no_argument, NULL, OPT_NO_PIN },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1498,7 +1609,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	int c;
 
 	*o = (struct opts){ .window = DEFAULT_WINDOW, .pin = true };
-	o->progress = isatty(STDERR_FILENO) == 1;
+	/* Progress on a terminal only; under xprun stderr is a pipe, and xprun
+	 * says whether its own is a terminal. */
+	const char *xprun_tty = getenv("XPRUN_STDERR_TTY");
+	o->progress =
+		isatty(STDERR_FILENO) == 1 || (xprun_tty != NULL && strcmp(xprun_tty, "1") == 0);
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_JSON:
@@ -1548,6 +1663,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'h':
 			usage(stdout);
 			return 1;
+		case OPT_VERSION:
+			printf("xport-perf (xport) %s\n", XPORT_VERSION_STRING);
+			return 1;
 		default:
 			fprintf(stderr, "xport-perf: try --help\n");
 			return 2;
@@ -1572,6 +1690,25 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (optind < argc) {
 		fprintf(stderr, "xport-perf: unexpected argument '%s'; try --help\n", argv[optind]);
 		return 2;
+	}
+	/* --transport and XP_TRANSPORTS both say which transport to use: when
+	 * they disagree, neither silently wins. */
+	const char *env_tl = getenv("XP_TRANSPORTS");
+	if (o->transport != TR_AUTO && env_tl != NULL && *env_tl != '\0') {
+		const char *name = o->transport == TR_INPROC ? "inproc" :
+				   o->transport == TR_SHM    ? "shm" :
+							       "tcp";
+		if (o->transport == TR_INPROC || !transports_list_has(env_tl, name)) {
+			fprintf(stderr,
+				"xport-perf: --transport %s disagrees with XP_TRANSPORTS=%s in the "
+				"environment%s; drop one of them or make them agree\n",
+				name, env_tl,
+				o->transport == TR_INPROC ?
+					" (XP_TRANSPORTS chooses between processes; inproc is "
+					"two threads of one)" :
+					"");
+			return 2;
+		}
 	}
 	if (o->sizes == NULL) {
 		o->nsizes = (int)(sizeof(default_sizes) / sizeof(default_sizes[0]));
@@ -1601,12 +1738,17 @@ int main(int argc, char **argv)
 	struct opts o;
 	struct bench *b;
 	bool rank0;
+	/* Before getopt_long() permutes argv. */
+	run_command = command_of(argc, argv);
 	int rc = parse_args(argc, argv, &o);
 
 	if (rc != 0) {
 		free(o.sizes);
+		free(run_command);
 		return rc == 1 ? 0 : 2;
 	}
+	/* Whole lines as they are printed, even into a pipe (xprun). */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	const char *launcher = launcher_env(&rank0);
 	if ((o.transport == TR_TCP || o.transport == TR_SHM) && launcher == NULL) {
 		fprintf(stderr,
@@ -1638,5 +1780,6 @@ int main(int argc, char **argv)
 	rc = net ? main_net(b) : main_inproc(b);
 	free(b);
 	free(o.sizes);
+	free(run_command);
 	return rc;
 }

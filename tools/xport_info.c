@@ -32,14 +32,22 @@
 #include "job/backend.h"
 #include "select/card.h"
 
-#define VERSION_TEXT                                                                               \
-	XPI_STR(XP_VERSION_MAJOR) "." XPI_STR(XP_VERSION_MINOR) "." XPI_STR(XP_VERSION_PATCH)
+/* The project's version (meson.build); the header's XP_VERSION_* must
+ * agree, which the static assertion below checks. */
+#define VERSION_TEXT XPORT_VERSION_STRING
 #define XPI_STR_(x) #x
 #define XPI_STR(x) XPI_STR_(x)
+#define HEADER_VERSION                                                                             \
+	XPI_STR(XP_VERSION_MAJOR) "." XPI_STR(XP_VERSION_MINOR) "." XPI_STR(XP_VERSION_PATCH)
 /* Routes are gathered for jobs up to this size; larger ones show rank 0's. */
 #define ROUTE_MATRIX_MAX 64
 
 static bool json;
+
+static bool versions_agree(void)
+{
+	return strcmp(VERSION_TEXT, HEADER_VERSION) == 0;
+}
 
 /* ---------------------------------------------------------------------- */
 /* Output: one value at a time, as text or as JSON                        */
@@ -360,6 +368,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "xport-info: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
 		return 2;
+	}
+	if (!versions_agree()) {
+		fprintf(stderr, "xport-info: built as xport %s but xport.h says %s\n", VERSION_TEXT,
+			HEADER_VERSION);
+		return 1;
 	}
 	/* Only rank 0 of a job prints the host's part: the others would
 	 * print the same lines again. */

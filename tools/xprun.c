@@ -2,19 +2,45 @@
 /*
  * xprun: starts the ranks of an xport job on this host.
  *
- *   xprun -n N [--key K] [--] program [args...]
+ *   xprun -n N [--key K] [--prefix | --no-prefix] [--output-filename DIR]
+ *         [--] program [args...]
+ *
+ * -np N is the same as -n N, as mpirun users type it.
  *
  * Each rank gets XP_RANK, XP_SIZE, XP_ADDR=127.0.0.1:<port> and XP_JOB_KEY
- * (32 random hex digits, or K). xprun binds the rendezvous port itself
+ * (64 random hex digits, 256 bits, or K). xprun binds the rendezvous port itself
  * before starting anyone and hands the socket to rank 0
  * (XP_BOOT_LISTEN_FD, see src/job/bootstrap.h): no race for a free port,
- * and ranks that connect before rank 0 runs wait in its backlog.
+ * and ranks that connect before rank 0 runs wait in its backlog. Each rank
+ * also gets XPRUN_STDOUT_TTY and XPRUN_STDERR_TTY ("1" when xprun's own
+ * stdout or stderr is a terminal, else "0": the rank's are pipes either
+ * way, so a program that shows progress only on a terminal can ask these
+ * instead) and XPRUN_COMMAND (xprun's command line, shell-quoted, for
+ * programs that record how they were run).
  *
  * Output: every line a rank writes to stdout or stderr comes out on xprun's
- * stdout or stderr, prefixed "[rank] ". A last line without a newline is
- * flushed when the rank's stream ends; a line longer than 64 KiB is cut
- * into pieces. Standard input: rank 0 reads xprun's unless that is a
- * terminal; the other ranks read /dev/null.
+ * stdout or stderr, as it arrives and in one write, so lines of different
+ * ranks never mix. Prefixes "[rank] ": stderr lines get one by default
+ * (diagnostics want attribution); stdout lines only when xprun's stdout is
+ * a terminal, so that data in pipelines and files comes out exactly as the
+ * ranks wrote it (`xprun -n 2 xport-perf --json > rows.json` is JSON
+ * lines). --prefix prefixes both, --no-prefix neither. A last line
+ * without a newline gets one when the rank's stream ends, and a line longer
+ * than 64 KiB is cut into pieces, each a line, so that no rank's line runs
+ * into another's; except that without a prefix in a job of one rank, the
+ * bytes pass unchanged. A rank's stdout is a pipe, so a program that
+ * buffers it (C stdio does, unless it is a terminal) delivers its lines
+ * when it flushes: xport-perf flushes every line; others may want
+ * `stdbuf -oL`.
+ *
+ * --output-filename DIR also writes each rank's output, unprefixed and
+ * exactly as written, to DIR/1/rank.R/stdout and DIR/1/rank.R/stderr, the
+ * layout of Open MPI 4's mpirun (1 is the job; R is padded with zeros to
+ * the width of the last rank, so listings sort), and, as Open MPI does by
+ * default, still copies it to xprun's stdout and stderr.
+ *
+ * Standard input: rank 0 reads xprun's unless that is a terminal; the
+ * other ranks read /dev/null.
  *
  * Failure: when a rank exits non-zero or is killed by a signal, xprun says
  * which ("xprun: rank 2 exited with status 1", "... killed by signal 9
@@ -47,10 +73,13 @@
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "shell_words.h"
 
 #define MAX_RANKS 1024
 #define LINE_CAP 65536 /* longest line forwarded whole */
@@ -58,10 +87,18 @@
 #define EXIT_USAGE 2
 #define EXIT_SETUP 1
 
+#ifndef XPORT_VERSION_STRING
+#error "XPORT_VERSION_STRING comes from meson.build (meson.project_version())"
+#endif
+
+enum prefix_mode { PREFIX_AUTO, PREFIX_ON, PREFIX_OFF };
+
 struct stream {
-	int fd;    /* read end of the rank's pipe, -1 once closed */
-	int out;   /* STDOUT_FILENO or STDERR_FILENO */
-	char *buf; /* the part of a line not yet written */
+	int fd;      /* read end of the rank's pipe, -1 once closed */
+	int out;     /* STDOUT_FILENO or STDERR_FILENO */
+	int file;    /* --output-filename: the rank's file, else -1 */
+	bool prefix; /* lines to @out get "[rank] " */
+	char *buf;   /* the part of a line not yet written */
 	size_t len, cap;
 };
 
@@ -78,6 +115,13 @@ static bool stopping;
 static bool killed;        /* SIGKILL sent */
 static int64_t kill_at_ms; /* when to send SIGKILL while stopping */
 
+/* Options */
+static const char *key;
+static const char *output_dir;
+static enum prefix_mode prefix_mode = PREFIX_AUTO;
+static bool stdout_tty, stderr_tty; /* xprun's own */
+static char *command_line;          /* XPRUN_COMMAND */
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -88,9 +132,23 @@ static int64_t now_ms(void)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: xprun -n N [--key K] [--] program [args...]\n"
+		"usage: xprun -n N [--key K] [--prefix | --no-prefix] [--output-filename DIR]\n"
+		"             [--] program [args...]\n"
 		"  starts N ranks of an xport job on this host (N from 1 to %d)\n"
-		"  --key K   job key (XP_JOB_KEY) instead of a random one\n",
+		"  -n N, -np N     number of ranks\n"
+		"  --key K         job key (XP_JOB_KEY) instead of a random one\n"
+		"  --prefix        \"[rank] \" before every line of stdout and stderr\n"
+		"                  (default: stderr always, stdout only to a terminal, so\n"
+		"                  data in pipes and files is exactly what the ranks wrote)\n"
+		"  --no-prefix     no prefix on either\n"
+		"  --output-filename DIR\n"
+		"                  also write each rank's output, unprefixed, to\n"
+		"                  DIR/1/rank.R/stdout and stderr (Open MPI 4's layout);\n"
+		"                  it is still shown on xprun's stdout and stderr\n"
+		"  --version       print the version and exit\n"
+		"Ranks get XP_RANK, XP_SIZE, XP_ADDR, XP_JOB_KEY; XPRUN_STDOUT_TTY and\n"
+		"XPRUN_STDERR_TTY (1 if xprun's stdout/stderr is a terminal, else 0); and\n"
+		"XPRUN_COMMAND (this command line). See xprun(1).\n",
 		MAX_RANKS);
 }
 
@@ -131,6 +189,12 @@ static void write_all(int fd, struct iovec *iov, int n)
 	}
 }
 
+static void write_bytes(int fd, const char *p, size_t len)
+{
+	struct iovec iov = { .iov_base = (void *)p, .iov_len = len };
+	write_all(fd, &iov, 1);
+}
+
 /* One line, prefixed, in one write (so lines of ranks never mix). */
 static void emit_line(int rank, int out, const char *line, size_t len)
 {
@@ -150,17 +214,36 @@ static void flush_lines(int rank, struct stream *s, bool final)
 	size_t start = 0;
 	if (s->len == 0)
 		return;
-	for (;;) {
-		char *nl = memchr(s->buf + start, '\n', s->len - start);
-		if (nl == NULL)
-			break;
-		size_t end = (size_t)(nl - s->buf);
-		emit_line(rank, s->out, s->buf + start, end - start);
-		start = end + 1;
-	}
-	if (start < s->len && (final || s->len - start >= LINE_CAP)) {
-		emit_line(rank, s->out, s->buf + start, s->len - start);
-		start = s->len;
+	if (!s->prefix) {
+		/* Unprefixed: the bytes as written, up to the last newline
+		 * (whole lines, so ranks still do not mix), in one write. A
+		 * piece that is not a whole line (the last, a line too long)
+		 * gets a newline in a job of more ranks than one, where it
+		 * would otherwise run into another rank's line. */
+		const char *nl = memrchr(s->buf, '\n', s->len);
+		start = nl != NULL ? (size_t)(nl - s->buf) + 1 : 0;
+		bool cut = start < s->len && (final || s->len - start >= LINE_CAP);
+		if (cut)
+			start = s->len;
+		struct iovec iov[2] = {
+			{ .iov_base = s->buf, .iov_len = start },
+			{ .iov_base = "\n", .iov_len = 1 },
+		};
+		if (start > 0)
+			write_all(s->out, iov, cut && nranks > 1 ? 2 : 1);
+	} else {
+		for (;;) {
+			char *nl = memchr(s->buf + start, '\n', s->len - start);
+			if (nl == NULL)
+				break;
+			size_t end = (size_t)(nl - s->buf);
+			emit_line(rank, s->out, s->buf + start, end - start);
+			start = end + 1;
+		}
+		if (start < s->len && (final || s->len - start >= LINE_CAP)) {
+			emit_line(rank, s->out, s->buf + start, s->len - start);
+			start = s->len;
+		}
 	}
 	memmove(s->buf, s->buf + start, s->len - start);
 	s->len -= start;
@@ -171,6 +254,9 @@ static void close_stream(int rank, struct stream *s)
 	flush_lines(rank, s, true);
 	close(s->fd);
 	s->fd = -1;
+	if (s->file >= 0)
+		close(s->file);
+	s->file = -1;
 	free(s->buf);
 	s->buf = NULL;
 	s->len = s->cap = 0;
@@ -196,6 +282,8 @@ static void read_stream(int rank, struct stream *s)
 		}
 		ssize_t k = read(s->fd, s->buf + s->len, s->cap - s->len);
 		if (k > 0) {
+			if (s->file >= 0)
+				write_bytes(s->file, s->buf + s->len, (size_t)k);
 			s->len += (size_t)k;
 			flush_lines(rank, s, false);
 			continue;
@@ -281,8 +369,8 @@ static bool all_reaped(void)
 }
 
 /* In the child: becomes rank @r and runs the program. Never returns. */
-static void exec_rank(int r, pid_t parent, int lfd, const char *key, int port, int out_fd,
-		      int err_fd, const sigset_t *oldmask, char **argv)
+static void exec_rank(int r, pid_t parent, int lfd, int port, int out_fd, int err_fd,
+		      const sigset_t *oldmask, char **argv)
 {
 	char v[64];
 	/* Die with xprun, even by kill -9; and if xprun died before this
@@ -308,6 +396,10 @@ static void exec_rank(int r, pid_t parent, int lfd, const char *key, int port, i
 	snprintf(v, sizeof(v), "127.0.0.1:%d", port);
 	setenv("XP_ADDR", v, 1);
 	setenv("XP_JOB_KEY", key, 1);
+	setenv("XPRUN_STDOUT_TTY", stdout_tty ? "1" : "0", 1);
+	setenv("XPRUN_STDERR_TTY", stderr_tty ? "1" : "0", 1);
+	if (command_line != NULL)
+		setenv("XPRUN_COMMAND", command_line, 1);
 	if (r == 0) {
 		/* The listening socket goes to rank 0 only, across exec. */
 		fcntl(lfd, F_SETFD, 0);
@@ -339,9 +431,10 @@ static int rendezvous_socket(int *port)
 	return fd;
 }
 
-static int random_key(char hex[33])
+/* 256 random bits, as the job key's MAC (HMAC-SHA-512-256) can use. */
+static int random_key(char hex[65])
 {
-	uint8_t raw[16];
+	uint8_t raw[32];
 	size_t got = 0;
 	while (got < sizeof(raw)) {
 		ssize_t k = getrandom(raw + got, sizeof(raw) - got, 0);
@@ -353,14 +446,106 @@ static int random_key(char hex[33])
 		}
 		got += (size_t)k;
 	}
-	for (int i = 0; i < 16; i++)
+	for (size_t i = 0; i < sizeof(raw); i++)
 		snprintf(hex + 2 * i, 3, "%02x", raw[i]);
 	return 0;
 }
 
 /* ---------------------------------------------------------------------- */
 
-static int parse_args(int argc, char **argv, int *prog, const char **key)
+/* mkdir -p @path (mode 0777 less the umask). */
+static int make_dirs(const char *path)
+{
+	char *copy = strdup(path);
+	int rc = 0;
+	if (copy == NULL)
+		return -ENOMEM;
+	for (char *p = copy + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+		*p = '\0';
+		if (mkdir(copy, 0777) < 0 && errno != EEXIST) {
+			rc = -errno;
+			break;
+		}
+		*p = c;
+		if (c == '\0')
+			break;
+	}
+	free(copy);
+	return rc;
+}
+
+/*
+ * --output-filename: opens DIR/1/rank.R/stdout and stderr for rank @r
+ * into @fds (close-on-exec: only xprun writes them). Returns 0, or -1
+ * after saying why.
+ */
+static int open_output_files(int r, int fds[2])
+{
+	char last[16], num[16];
+	int width = snprintf(last, sizeof(last), "%d", nranks - 1);
+	int digits = snprintf(num, sizeof(num), "%d", r);
+	size_t cap = strlen(output_dir) + 64;
+	char *path = malloc(cap);
+	if (path == NULL) {
+		fprintf(stderr, "xprun: out of memory\n");
+		return -1;
+	}
+	size_t plen = (size_t)snprintf(path, cap, "%s/1/rank.", output_dir);
+	for (int k = digits; k < width; k++)
+		path[plen++] = '0';
+	snprintf(path + plen, cap - plen, "%s", num);
+	int rc = make_dirs(path);
+	if (rc < 0) {
+		fprintf(stderr, "xprun: --output-filename: cannot create %s: %s\n", path,
+			strerror(-rc));
+		free(path);
+		return -1;
+	}
+	size_t dlen = strlen(path);
+	static const char *const names[2] = { "stdout", "stderr" };
+	for (int k = 0; k < 2; k++) {
+		snprintf(path + dlen, cap - dlen, "/%s", names[k]);
+		fds[k] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+		if (fds[k] < 0) {
+			fprintf(stderr, "xprun: --output-filename: cannot open %s: %s\n", path,
+				strerror(errno));
+			if (k == 1)
+				close(fds[0]);
+			free(path);
+			return -1;
+		}
+	}
+	free(path);
+	return 0;
+}
+
+/* The value of option @a (without its "=value" part, if any) at argv[*i]:
+ * "--opt=value" or "--opt value". NULL after saying what is missing. */
+static const char *option_value(int argc, char **argv, int *i, const char *a)
+{
+	const char *eq = strchr(argv[*i], '=');
+	if (eq != NULL && strncmp(argv[*i], "--", 2) == 0) {
+		(*i)++;
+		return eq + 1;
+	}
+	if (*i + 1 >= argc) {
+		fprintf(stderr, "xprun: %s needs a value\n", a);
+		return NULL;
+	}
+	*i += 2;
+	return argv[*i - 1];
+}
+
+static bool is_option(const char *a, const char *name)
+{
+	size_t n = strlen(name);
+	return strncmp(a, name, n) == 0 && (a[n] == '\0' || (a[n] == '=' && a[1] == '-'));
+}
+
+static int parse_args(int argc, char **argv, int *prog)
 {
 	int i = 1;
 	nranks = 0;
@@ -375,27 +560,41 @@ static int parse_args(int argc, char **argv, int *prog, const char **key)
 			usage(stdout);
 			exit(0);
 		}
-		if (strcmp(a, "-n") == 0 || strcmp(a, "--key") == 0) {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "xprun: %s needs a value\n", a);
-				return -1;
-			}
-			val = argv[i + 1];
-			i += 2;
-		} else if (strncmp(a, "-n", 2) == 0) {
+		if (strcmp(a, "--version") == 0) {
+			printf("xprun (xport) %s\n", XPORT_VERSION_STRING);
+			exit(0);
+		}
+		if (strcmp(a, "--prefix") == 0 || strcmp(a, "--tag-output") == 0) {
+			prefix_mode = PREFIX_ON;
+			i++;
+			continue;
+		}
+		if (strcmp(a, "--no-prefix") == 0) {
+			prefix_mode = PREFIX_OFF;
+			i++;
+			continue;
+		}
+		if (strcmp(a, "-n") == 0 || strcmp(a, "-np") == 0 || is_option(a, "--np")) {
+			val = option_value(argc, argv, &i, "-n");
+			a = "-n";
+		} else if (strncmp(a, "-n", 2) == 0 && a[2] != '\0' && a[2] != 'p') {
 			val = a + 2;
 			a = "-n";
 			i++;
-		} else if (strncmp(a, "--key=", 6) == 0) {
-			val = a + 6;
+		} else if (is_option(a, "--key")) {
+			val = option_value(argc, argv, &i, "--key");
 			a = "--key";
-			i++;
+		} else if (is_option(a, "--output-filename")) {
+			val = option_value(argc, argv, &i, "--output-filename");
+			a = "--output-filename";
 		} else if (a[0] == '-') {
 			fprintf(stderr, "xprun: unknown option %s\n", a);
 			return -1;
 		} else {
 			break; /* the program */
 		}
+		if (val == NULL)
+			return -1;
 		if (strcmp(a, "-n") == 0) {
 			char *end;
 			long n = strtol(val, &end, 10);
@@ -406,12 +605,13 @@ static int parse_args(int argc, char **argv, int *prog, const char **key)
 				return -1;
 			}
 			nranks = (int)n;
+		} else if (*val == '\0') {
+			fprintf(stderr, "xprun: %s needs a non-empty value\n", a);
+			return -1;
+		} else if (strcmp(a, "--key") == 0) {
+			key = val;
 		} else {
-			if (*val == '\0') {
-				fprintf(stderr, "xprun: --key needs a non-empty key\n");
-				return -1;
-			}
-			*key = val;
+			output_dir = val;
 		}
 	}
 	if (nranks == 0 || i >= argc) {
@@ -425,12 +625,14 @@ static int parse_args(int argc, char **argv, int *prog, const char **key)
 int main(int argc, char **argv)
 {
 	int prog;
-	const char *key = NULL;
-	char keybuf[33];
-	if (parse_args(argc, argv, &prog, &key) < 0) {
+	char keybuf[65];
+	if (parse_args(argc, argv, &prog) < 0) {
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	stdout_tty = isatty(STDOUT_FILENO) == 1;
+	stderr_tty = isatty(STDERR_FILENO) == 1;
+	command_line = shell_words(argc, argv);
 	if (key == NULL) {
 		if (random_key(keybuf) < 0)
 			return EXIT_SETUP;
@@ -469,6 +671,18 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	fflush(NULL);
 
+	/* Every output file is there before any rank starts, or none starts. */
+	int(*files)[2] = calloc((size_t)nranks, sizeof(*files));
+	if (files == NULL) {
+		fprintf(stderr, "xprun: out of memory\n");
+		return EXIT_SETUP;
+	}
+	for (int r = 0; r < nranks; r++) {
+		files[r][0] = files[r][1] = -1;
+		if (output_dir != NULL && open_output_files(r, files[r]) < 0)
+			return EXIT_SETUP;
+	}
+
 	pid_t self = getpid();
 	for (int r = 0; r < nranks; r++) {
 		int out[2], err[2];
@@ -482,7 +696,7 @@ int main(int argc, char **argv)
 		}
 		pid_t pid = fork();
 		if (pid == 0)
-			exec_rank(r, self, lfd, key, port, out[1], err[1], &oldmask, argv + prog);
+			exec_rank(r, self, lfd, port, out[1], err[1], &oldmask, argv + prog);
 		close(out[1]);
 		close(err[1]);
 		if (pid < 0) {
@@ -495,15 +709,32 @@ int main(int argc, char **argv)
 		}
 		setpgid(pid, pid); /* as the child does: whoever runs first */
 		ranks[r].pid = pid;
-		ranks[r].s[0] = (struct stream){ .fd = out[0], .out = STDOUT_FILENO };
-		ranks[r].s[1] = (struct stream){ .fd = err[0], .out = STDERR_FILENO };
+		ranks[r].s[0] = (struct stream){
+			.fd = out[0],
+			.out = STDOUT_FILENO,
+			.file = files[r][0],
+			.prefix = prefix_mode == PREFIX_ON ||
+				  (prefix_mode == PREFIX_AUTO && stdout_tty),
+		};
+		ranks[r].s[1] = (struct stream){
+			.fd = err[0],
+			.out = STDERR_FILENO,
+			.file = files[r][1],
+			.prefix = prefix_mode != PREFIX_OFF,
+		};
 		fcntl(out[0], F_SETFL, O_NONBLOCK);
 		fcntl(err[0], F_SETFL, O_NONBLOCK);
 	}
 	close(lfd); /* rank 0 has it now */
-	for (int r = 0; r < nranks; r++)
-		if (ranks[r].pid <= 0)
-			ranks[r].reaped = true; /* never started */
+	for (int r = 0; r < nranks; r++) {
+		if (ranks[r].pid > 0)
+			continue;
+		ranks[r].reaped = true; /* never started */
+		for (int k = 0; k < 2; k++)
+			if (files[r][k] >= 0)
+				close(files[r][k]);
+	}
+	free(files);
 
 	struct pollfd *pfds = calloc(2 * (size_t)nranks + 1, sizeof(*pfds));
 	int *owner = calloc(2 * (size_t)nranks + 1, sizeof(*owner));
@@ -582,6 +813,7 @@ int main(int argc, char **argv)
 	free(pfds);
 	free(owner);
 	free(ranks);
+	free(command_line);
 	close(sfd);
 	return first_failure < 0 ? 0 : first_failure;
 }
