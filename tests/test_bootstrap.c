@@ -54,11 +54,26 @@ static const char *const launcher_vars[] = {
 	"SLURM_NTASKS",
 	"OMPI_COMM_WORLD_RANK",
 	"OMPI_COMM_WORLD_SIZE",
+	"PMI_RANK",
+	"PMI_SIZE",
+	"SLURM_JOB_ID",
+	"SLURM_STEP_ID",
+	"SLURM_STEP_NODELIST",
+	"SLURM_JOB_NODELIST",
+	"SLURM_NODELIST",
 	"XP_JOB_KEY",
 	"XP_BOOT_TIMEOUT_MS",
 	"XP_SOCKET_IFNAME",
 	"XP_BOOT_LISTEN_FD",
 };
+
+/* Forms the job the environment describes, as xp_init does. */
+static int boot_env(int timeout_ms, struct xpi_boot **b)
+{
+	struct xpi_boot_opts o;
+	xpi_boot_opts_from_env(&o, timeout_ms);
+	return xpi_boot_create(&o, b);
+}
 
 static void clear_env(void)
 {
@@ -322,7 +337,7 @@ static void test_auth_handshake(void)
 static int create_here(void)
 {
 	struct xpi_boot *b = NULL;
-	int rc = xpi_boot_create(2000, &b);
+	int rc = boot_env(2000, &b);
 	if (rc == 0) {
 		xpi_boot_destroy(b);
 		T_FAIL("xpi_boot_create formed a job");
@@ -340,9 +355,9 @@ static void test_env(void)
 {
 	struct xpi_boot *b = NULL;
 	clear_env();
-	T_EQ(xpi_boot_create(2000, &b), XPI_BOOT_SINGLETON);
-	T_EQ(xpi_boot_create(0, &b), -EINVAL);
-	T_EQ(xpi_boot_create(2000, NULL), -EINVAL);
+	T_EQ(boot_env(2000, &b), XPI_BOOT_SINGLETON);
+	T_EQ(boot_env(0, &b), -EINVAL);
+	T_EQ(boot_env(2000, NULL), -EINVAL);
 	T_CHECK(b == NULL);
 
 	/* Half of our own set is a mistake; half of another launcher's is
@@ -456,7 +471,9 @@ static void set_job_env(const struct job *j, int rank, const char *key)
 {
 	char addr[64], port[16];
 	snprintf(addr, sizeof(addr), j->v6 ? "[::1]:%d" : "127.0.0.1:%d", j->port);
-	snprintf(port, sizeof(port), "%d", j->port);
+	/* xport's rendezvous is on MASTER_PORT + 1 (torchrun's store holds
+	 * MASTER_PORT). */
+	snprintf(port, sizeof(port), "%d", j->port - 1);
 	switch (j->flavor) {
 	case FL_XP:
 		setenv_int("XP_RANK", rank);
@@ -500,7 +517,7 @@ static int rank_main(int rank, void *arg)
 		dup2(j->rank0_stderr, STDERR_FILENO);
 	set_job_env(j, rank, j->key);
 	struct xpi_boot *b;
-	int rc = xpi_boot_create(1000, &b);
+	int rc = boot_env(1000, &b);
 	if (rank == 0 && rc == -EADDRINUSE && j->lfd < 0)
 		return EXIT_RETRY;
 	T_OK(rc);
@@ -665,7 +682,7 @@ static int stranger_main(int idx, void *arg)
 	close(j->lfd);
 	set_job_env(j, 1, "not-the-key");
 	struct xpi_boot *b = NULL;
-	int rc = xpi_boot_create(1000, &b);
+	int rc = boot_env(1000, &b);
 	xpi_boot_destroy(b);
 	fprintf(stderr, "   stranger: %d, %s\n", rc, xp_error_detail());
 	T_EQ(rc, -EACCES);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * xp_init and xp_finalize: forming this process's rank of a job from the
- * launcher's environment and starting the transports that serve it. With
+ * xp_init, xp_init_rank and xp_finalize: forming this process's rank of a
+ * job from the launcher's environment (or from a rank, size and unique id)
+ * and starting the transports that serve it. With
  * no launcher variables (or a job size of 1) the rank is a job of its own,
  * as MPI's singletons are.
  */
@@ -263,21 +264,71 @@ static int init_networked(const struct xpi_config *cfg, struct xpi_boot *boot, x
 	return 0;
 }
 
+/* What the bootstrap takes from the environment besides the launcher's
+ * variables (launcher.c reads those): the job key, the interface and the
+ * boot timeout. Declared in bootstrap.h for the tests that form jobs
+ * without xp_init. */
+void xpi_boot_opts_from_env(struct xpi_boot_opts *o, int timeout_ms)
+{
+	const char *key = getenv("XP_JOB_KEY"), *ifname = getenv("XP_SOCKET_IFNAME");
+	const char *bt = getenv("XP_BOOT_TIMEOUT_MS");
+	memset(o, 0, sizeof(*o));
+	o->timeout_ms = timeout_ms;
+	o->job_key = key != NULL && *key != '\0' ? key : NULL;
+	o->socket_ifname = ifname != NULL && *ifname != '\0' ? ifname : NULL;
+	if (bt != NULL && *bt != '\0') {
+		size_t n = strlen(bt);
+		long v = n <= 10 && strspn(bt, "0123456789") == n ? strtol(bt, NULL, 10) : 0;
+		if (v >= 1 && v <= 24L * 3600 * 1000)
+			o->boot_timeout_ms = (int)v;
+		else /* as config.c treats XP_TIMEOUT_MS */
+			xpi_log(XPI_LOG_WARN,
+				"ignoring XP_BOOT_TIMEOUT_MS=%s: not a number of milliseconds", bt);
+	}
+}
+
+static int init_with(const struct xpi_config *cfg, const struct xpi_boot_opts *o,
+		     xp_context_t **ctx)
+{
+	struct xpi_boot *boot;
+	int rc = xpi_boot_create(o, &boot);
+	if (rc < 0)
+		return rc;
+	if (rc == XPI_BOOT_SINGLETON)
+		return init_singleton(cfg, ctx);
+	return init_networked(cfg, boot, ctx);
+}
+
 XPI_EXPORT int xp_init(const xp_config_t *cfg, xp_context_t **ctx)
 {
 	struct xpi_config icfg;
+	struct xpi_boot_opts o;
 	if (ctx == NULL)
 		return -EINVAL;
 	int rc = xpi_config_resolve(cfg, &icfg);
 	if (rc < 0)
 		return rc;
-	struct xpi_boot *boot;
-	rc = xpi_boot_create(icfg.timeout_ms, &boot);
+	xpi_boot_opts_from_env(&o, icfg.timeout_ms);
+	return init_with(&icfg, &o, ctx);
+}
+
+XPI_EXPORT int xp_init_rank(const xp_config_t *cfg, int rank, int size, const xp_unique_id_t *id,
+			    xp_context_t **ctx)
+{
+	struct xpi_config icfg;
+	struct xpi_boot_opts o;
+	if (ctx == NULL)
+		return -EINVAL;
+	int rc = xpi_config_resolve(cfg, &icfg);
 	if (rc < 0)
 		return rc;
-	if (rc == 1)
-		return init_singleton(&icfg, ctx);
-	return init_networked(&icfg, boot, ctx);
+	xpi_boot_opts_from_env(&o, icfg.timeout_ms);
+	o.job_key = NULL; /* the id's key serves */
+	o.explicit_job = true;
+	o.rank = rank;
+	o.size = size;
+	o.id = id;
+	return init_with(&icfg, &o, ctx);
 }
 
 XPI_EXPORT void xp_finalize(xp_context_t *ctx)
