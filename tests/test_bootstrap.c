@@ -36,36 +36,12 @@
 #include "job/bootstrap.h"
 #include "core/clock.h"
 #include "job/sock.h"
+#include "mproc.h"
 #include "testutil.h"
 
 #define CHILD_ALARM_S 60
 #define EXIT_RETRY 75 /* rank 0 found its port taken: run the job again */
 #define MAX_PROCS 8
-
-static const char *const launcher_vars[] = {
-	"XP_RANK",
-	"XP_SIZE",
-	"XP_ADDR",
-	"RANK",
-	"WORLD_SIZE",
-	"MASTER_ADDR",
-	"MASTER_PORT",
-	"SLURM_PROCID",
-	"SLURM_NTASKS",
-	"OMPI_COMM_WORLD_RANK",
-	"OMPI_COMM_WORLD_SIZE",
-	"PMI_RANK",
-	"PMI_SIZE",
-	"SLURM_JOB_ID",
-	"SLURM_STEP_ID",
-	"SLURM_STEP_NODELIST",
-	"SLURM_JOB_NODELIST",
-	"SLURM_NODELIST",
-	"XP_JOB_KEY",
-	"XP_BOOT_TIMEOUT_MS",
-	"XP_SOCKET_IFNAME",
-	"XP_BOOT_LISTEN_FD",
-};
 
 /* Forms the job the environment describes, as xp_init does. */
 static int boot_env(int timeout_ms, struct xpi_boot **b)
@@ -77,15 +53,7 @@ static int boot_env(int timeout_ms, struct xpi_boot **b)
 
 static void clear_env(void)
 {
-	for (size_t i = 0; i < sizeof(launcher_vars) / sizeof(launcher_vars[0]); i++)
-		unsetenv(launcher_vars[i]);
-}
-
-static void setenv_int(const char *name, long v)
-{
-	char s[32];
-	snprintf(s, sizeof(s), "%ld", v);
-	setenv(name, s, 1);
+	mproc_clear_launcher_env();
 }
 
 /* A socket listening on ::1 at a port the kernel chose, or -1 if this host
@@ -103,20 +71,6 @@ static int listen_loopback6(int *port)
 		return -1;
 	}
 	*port = ntohs(a.sin6_port);
-	return fd;
-}
-
-/* A socket listening on 127.0.0.1 at a port the kernel chose. */
-static int listen_loopback(int *port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	T_CHECK(fd >= 0);
-	T_CHECK(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	T_CHECK(listen(fd, 64) == 0);
-	T_CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-	*port = ntohs(a.sin_port);
 	return fd;
 }
 
@@ -165,7 +119,7 @@ static void expect_exit(pid_t pid, int code, const char *what)
 static void tcp_pair(int *a, int *b)
 {
 	int port;
-	int l = listen_loopback(&port);
+	int l = mproc_listen_loopback(&port);
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 				  .sin_port = htons((uint16_t)port) };
@@ -433,7 +387,7 @@ static void test_env(void)
 
 	/* Nobody at the address: the timeout holds and names the address. */
 	int port;
-	int l = listen_loopback(&port);
+	int l = mproc_listen_loopback(&port);
 	close(l); /* a port nobody listens on, most likely */
 	setenv("XP_SIZE", "2", 1);
 	setenv("XP_RANK", "1", 1);
@@ -476,24 +430,24 @@ static void set_job_env(const struct job *j, int rank, const char *key)
 	snprintf(port, sizeof(port), "%d", j->port - 1);
 	switch (j->flavor) {
 	case FL_XP:
-		setenv_int("XP_RANK", rank);
-		setenv_int("XP_SIZE", j->n);
+		mproc_setenv_int("XP_RANK", rank);
+		mproc_setenv_int("XP_SIZE", j->n);
 		setenv("XP_ADDR", addr, 1);
 		break;
 	case FL_TORCHRUN:
-		setenv_int("RANK", rank);
-		setenv_int("WORLD_SIZE", j->n);
+		mproc_setenv_int("RANK", rank);
+		mproc_setenv_int("WORLD_SIZE", j->n);
 		setenv("MASTER_ADDR", "127.0.0.1", 1);
 		setenv("MASTER_PORT", port, 1);
 		break;
 	case FL_SLURM:
-		setenv_int("SLURM_PROCID", rank);
-		setenv_int("SLURM_NTASKS", j->n);
+		mproc_setenv_int("SLURM_PROCID", rank);
+		mproc_setenv_int("SLURM_NTASKS", j->n);
 		setenv("XP_ADDR", addr, 1);
 		break;
 	case FL_OMPI:
-		setenv_int("OMPI_COMM_WORLD_RANK", rank);
-		setenv_int("OMPI_COMM_WORLD_SIZE", j->n);
+		mproc_setenv_int("OMPI_COMM_WORLD_RANK", rank);
+		mproc_setenv_int("OMPI_COMM_WORLD_SIZE", j->n);
 		setenv("MASTER_ADDR", "127.0.0.1", 1);
 		setenv("MASTER_PORT", port, 1);
 		break;
@@ -509,7 +463,7 @@ static int rank_main(int rank, void *arg)
 {
 	struct job *j = arg;
 	if (rank == 0 && j->lfd >= 0) {
-		setenv_int("XP_BOOT_LISTEN_FD", j->lfd);
+		mproc_setenv_int("XP_BOOT_LISTEN_FD", j->lfd);
 	} else if (j->lfd >= 0) {
 		close(j->lfd);
 	}
@@ -538,7 +492,7 @@ static void run_job(struct job *j)
 		pid_t pids[MAX_PROCS];
 		T_CHECK(j->n <= MAX_PROCS);
 		if (j->lfd < 0) {
-			int l = listen_loopback(&j->port);
+			int l = mproc_listen_loopback(&j->port);
 			close(l);
 		}
 		for (int r = j->n - 1; r >= 0; r--)
@@ -621,7 +575,7 @@ static void test_job_xp(void)
 	struct job j = {
 		.flavor = FL_XP, .n = 4, .key = "k", .body = exchange_body, .rank0_stderr = -1
 	};
-	j.lfd = listen_loopback(&j.port);
+	j.lfd = mproc_listen_loopback(&j.port);
 	run_job(&j);
 }
 
@@ -658,7 +612,7 @@ static void test_job_slurm(void)
 			 .ifname = "lo",
 			 .body = exchange_body,
 			 .rank0_stderr = -1 };
-	j.lfd = listen_loopback(&j.port);
+	j.lfd = mproc_listen_loopback(&j.port);
 	run_job(&j);
 }
 
@@ -669,7 +623,7 @@ static void test_job_ompi(void)
 			 .key = "ompi-key",
 			 .body = exchange_body,
 			 .rank0_stderr = -1 };
-	j.lfd = listen_loopback(&j.port);
+	j.lfd = mproc_listen_loopback(&j.port);
 	run_job(&j);
 }
 
@@ -701,7 +655,7 @@ static void test_wrong_key(void)
 	FILE *log = tmpfile();
 	T_CHECK(log != NULL);
 	j.rank0_stderr = fileno(log);
-	j.lfd = listen_loopback(&j.port);
+	j.lfd = mproc_listen_loopback(&j.port);
 	pid_t p0 = spawn(rank_main, 0, &j);
 	pid_t stranger = spawn(stranger_main, 1, &j);
 	expect_exit(stranger, 0, "stranger");
@@ -743,7 +697,7 @@ static void test_rank0_dies(void)
 	struct job j = {
 		.flavor = FL_XP, .n = 3, .key = "k", .body = rank0_dies_body, .rank0_stderr = -1
 	};
-	j.lfd = listen_loopback(&j.port);
+	j.lfd = mproc_listen_loopback(&j.port);
 	pid_t pids[3];
 	for (int r = 0; r < 3; r++)
 		pids[r] = spawn(rank_main, r, &j);
@@ -774,7 +728,7 @@ static void test_rank_dies(void)
 	struct job j = {
 		.flavor = FL_XP, .n = 3, .key = "k", .body = rank2_dies_body, .rank0_stderr = -1
 	};
-	j.lfd = listen_loopback(&j.port);
+	j.lfd = mproc_listen_loopback(&j.port);
 	run_job(&j);
 }
 
@@ -795,7 +749,7 @@ static void test_mismatch(void)
 	struct job j = {
 		.flavor = FL_XP, .n = 3, .key = "k", .body = mismatch_body, .rank0_stderr = -1
 	};
-	j.lfd = listen_loopback(&j.port);
+	j.lfd = mproc_listen_loopback(&j.port);
 	run_job(&j);
 }
 

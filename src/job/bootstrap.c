@@ -319,7 +319,7 @@ static bool connect_retryable(int rc)
 	}
 }
 
-static int join_root(struct xpi_boot *b, const struct xpi_launch *e, int64_t deadline)
+static int join_root_once(struct xpi_boot *b, const struct xpi_launch *e, int64_t deadline)
 {
 	struct sockaddr_storage ss = { 0 };
 	socklen_t len = 0;
@@ -382,6 +382,26 @@ static int join_root(struct xpi_boot *b, const struct xpi_launch *e, int64_t dea
 	}
 	b->root_fd = fd;
 	return 0;
+}
+
+/* Joins rank 0. In a job from a unique id, a reset connection is tried
+ * again: the process that made the id, if it is not rank 0, lets go of its
+ * listening socket when it joins, which resets whatever connected to that
+ * socket meanwhile; the real rank 0 binds the port afterwards. */
+static int join_root(struct xpi_boot *b, const struct xpi_launch *e, bool retry_reset,
+		     int64_t deadline)
+{
+	for (;;) {
+		int rc = join_root_once(b, e, deadline);
+		int left = xpi_deadline_left_ms(deadline);
+		if (rc != -ECONNRESET || !retry_reset || left == 0)
+			return rc;
+		xpi_log(XPI_LOG_WARN,
+			"rank %d: the connection to %s (from %s) was reset; rank 0 may not be "
+			"listening yet: connecting again",
+			b->rank, e->addr, e->addr_from);
+		poll(NULL, 0, CONNECT_BACKOFF_MAX_MS < left ? CONNECT_BACKOFF_MAX_MS : left);
+	}
 }
 
 static int boot_alloc(struct xpi_boot *b)
@@ -519,7 +539,7 @@ int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out)
 		/* Nobody else may join now: stop listening. */
 		close(lfd);
 	} else {
-		rc = join_root(b, &e, deadline);
+		rc = join_root(b, &e, o->explicit_job, deadline);
 	}
 	if (rc < 0)
 		goto fail;
