@@ -10,6 +10,7 @@
 #define XP_MPROC_H
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,6 +33,107 @@ static inline int mproc_free_port(void)
 	}
 	close(fd);
 	return ntohs(a.sin_port);
+}
+
+/*
+ * Forks one process running @fn(@idx, @arg) (its return is the exit code)
+ * that dies with this one (PR_SET_PDEATHSIG) and after @timeout_s (alarm).
+ * Returns its pid.
+ */
+static inline pid_t mproc_spawn(int (*fn)(int idx, void *arg), int idx, void *arg, int timeout_s)
+{
+	pid_t parent = getpid();
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		exit(1);
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1); /* the parent died before the line above */
+		alarm((unsigned)timeout_s);
+		int rc = fn(idx, arg);
+		fflush(NULL);
+		_exit(rc);
+	}
+	return pid;
+}
+
+/* Waits for @pid; returns its exit code, or 128 + the signal that killed
+ * it (said on stderr with @what). */
+static inline int mproc_exit_code(pid_t pid, const char *what)
+{
+	int st;
+	while (waitpid(pid, &st, 0) < 0) {
+		if (errno != EINTR) {
+			perror("waitpid");
+			exit(1);
+		}
+	}
+	if (WIFSIGNALED(st)) {
+		fprintf(stderr, "   %s killed by signal %d\n", what, WTERMSIG(st));
+		return 128 + WTERMSIG(st);
+	}
+	return WEXITSTATUS(st);
+}
+
+/* Unsets every variable a launcher (or a test) may have left that says
+ * what job this process is in, so a test sets exactly its own. */
+static inline void mproc_clear_launcher_env(void)
+{
+	static const char *const vars[] = {
+		"XP_RANK",
+		"XP_SIZE",
+		"XP_ADDR",
+		"XP_JOB_KEY",
+		"XP_BOOT_TIMEOUT_MS",
+		"XP_SOCKET_IFNAME",
+		"XP_BOOT_LISTEN_FD",
+		"RANK",
+		"WORLD_SIZE",
+		"MASTER_ADDR",
+		"MASTER_PORT",
+		"OMPI_COMM_WORLD_RANK",
+		"OMPI_COMM_WORLD_SIZE",
+		"PMI_RANK",
+		"PMI_SIZE",
+		"SLURM_PROCID",
+		"SLURM_NTASKS",
+		"SLURM_JOB_ID",
+		"SLURM_STEP_ID",
+		"SLURM_STEPID",
+		"SLURM_STEP_NODELIST",
+		"SLURM_JOB_NODELIST",
+		"SLURM_NODELIST",
+	};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+}
+
+/* setenv() of a decimal number. */
+static inline void mproc_setenv_int(const char *name, long v)
+{
+	char s[32];
+	snprintf(s, sizeof(s), "%ld", v);
+	setenv(name, s, 1);
+}
+
+/* A socket listening on 127.0.0.1 at a port the kernel chose; *@port is
+ * that port. */
+static inline int mproc_listen_loopback(int *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 64) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+		perror("mproc_listen_loopback");
+		exit(1);
+	}
+	*port = ntohs(a.sin_port);
+	return fd;
 }
 
 /* What each rank's process exited with: its status as waitpid gave it. */

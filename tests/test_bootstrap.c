@@ -38,41 +38,24 @@
 #include "job/bootstrap.h"
 #include "core/clock.h"
 #include "job/sock.h"
+#include "mproc.h"
 #include "testutil.h"
 
 #define CHILD_ALARM_S 60
 #define EXIT_RETRY 75 /* rank 0 found its port taken: run the job again */
 #define MAX_PROCS 8
 
-static const char *const launcher_vars[] = {
-	"XP_RANK",
-	"XP_SIZE",
-	"XP_ADDR",
-	"RANK",
-	"WORLD_SIZE",
-	"MASTER_ADDR",
-	"MASTER_PORT",
-	"SLURM_PROCID",
-	"SLURM_NTASKS",
-	"OMPI_COMM_WORLD_RANK",
-	"OMPI_COMM_WORLD_SIZE",
-	"XP_JOB_KEY",
-	"XP_BOOT_TIMEOUT_MS",
-	"XP_SOCKET_IFNAME",
-	"XP_BOOT_LISTEN_FD",
-};
+/* Forms the job the environment describes, as xp_init does. */
+static int boot_env(int timeout_ms, struct xpi_boot **b)
+{
+	struct xpi_boot_opts o;
+	xpi_boot_opts_from_env(&o, timeout_ms);
+	return xpi_boot_create(&o, b);
+}
 
 static void clear_env(void)
 {
-	for (size_t i = 0; i < sizeof(launcher_vars) / sizeof(launcher_vars[0]); i++)
-		unsetenv(launcher_vars[i]);
-}
-
-static void setenv_int(const char *name, long v)
-{
-	char s[32];
-	snprintf(s, sizeof(s), "%ld", v);
-	setenv(name, s, 1);
+	mproc_clear_launcher_env();
 }
 
 /* A socket listening on ::1 at a port the kernel chose, or -1 if this host
@@ -90,20 +73,6 @@ static int listen_loopback6(int *port)
 		return -1;
 	}
 	*port = ntohs(a.sin6_port);
-	return fd;
-}
-
-/* A socket listening on 127.0.0.1 at a port the kernel chose. */
-static int listen_loopback(int *port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	T_CHECK(fd >= 0);
-	T_CHECK(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	T_CHECK(listen(fd, 64) == 0);
-	T_CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-	*port = ntohs(a.sin_port);
 	return fd;
 }
 
@@ -152,7 +121,7 @@ static void expect_exit(pid_t pid, int code, const char *what)
 static void tcp_pair(int *a, int *b)
 {
 	int port;
-	int l = listen_loopback(&port);
+	int l = mproc_listen_loopback(&port);
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 				  .sin_port = htons((uint16_t)port) };
@@ -468,7 +437,7 @@ static void test_auth_handshake(void)
 static int create_here(void)
 {
 	struct xpi_boot *b = NULL;
-	int rc = xpi_boot_create(2000, &b);
+	int rc = boot_env(2000, &b);
 	if (rc == 0) {
 		xpi_boot_destroy(b);
 		T_FAIL("xpi_boot_create formed a job");
@@ -486,9 +455,9 @@ static void test_env(void)
 {
 	struct xpi_boot *b = NULL;
 	clear_env();
-	T_EQ(xpi_boot_create(2000, &b), XPI_BOOT_SINGLETON);
-	T_EQ(xpi_boot_create(0, &b), -EINVAL);
-	T_EQ(xpi_boot_create(2000, NULL), -EINVAL);
+	T_EQ(boot_env(2000, &b), XPI_BOOT_SINGLETON);
+	T_EQ(boot_env(0, &b), -EINVAL);
+	T_EQ(boot_env(2000, NULL), -EINVAL);
 	T_CHECK(b == NULL);
 
 	/* Half of our own set is a mistake; half of another launcher's is
@@ -564,7 +533,7 @@ static void test_env(void)
 
 	/* Nobody at the address: the timeout holds and names the address. */
 	int port;
-	int l = listen_loopback(&port);
+	int l = mproc_listen_loopback(&port);
 	close(l); /* a port nobody listens on, most likely */
 	setenv("XP_SIZE", "2", 1);
 	setenv("XP_RANK", "1", 1);
@@ -602,27 +571,29 @@ static void set_job_env(const struct job *j, int rank, const char *key)
 {
 	char addr[64], port[16];
 	snprintf(addr, sizeof(addr), j->v6 ? "[::1]:%d" : "127.0.0.1:%d", j->port);
-	snprintf(port, sizeof(port), "%d", j->port);
+	/* xport's rendezvous is on MASTER_PORT + 1 (torchrun's store holds
+	 * MASTER_PORT). */
+	snprintf(port, sizeof(port), "%d", j->port - 1);
 	switch (j->flavor) {
 	case FL_XP:
-		setenv_int("XP_RANK", rank);
-		setenv_int("XP_SIZE", j->n);
+		mproc_setenv_int("XP_RANK", rank);
+		mproc_setenv_int("XP_SIZE", j->n);
 		setenv("XP_ADDR", addr, 1);
 		break;
 	case FL_TORCHRUN:
-		setenv_int("RANK", rank);
-		setenv_int("WORLD_SIZE", j->n);
+		mproc_setenv_int("RANK", rank);
+		mproc_setenv_int("WORLD_SIZE", j->n);
 		setenv("MASTER_ADDR", "127.0.0.1", 1);
 		setenv("MASTER_PORT", port, 1);
 		break;
 	case FL_SLURM:
-		setenv_int("SLURM_PROCID", rank);
-		setenv_int("SLURM_NTASKS", j->n);
+		mproc_setenv_int("SLURM_PROCID", rank);
+		mproc_setenv_int("SLURM_NTASKS", j->n);
 		setenv("XP_ADDR", addr, 1);
 		break;
 	case FL_OMPI:
-		setenv_int("OMPI_COMM_WORLD_RANK", rank);
-		setenv_int("OMPI_COMM_WORLD_SIZE", j->n);
+		mproc_setenv_int("OMPI_COMM_WORLD_RANK", rank);
+		mproc_setenv_int("OMPI_COMM_WORLD_SIZE", j->n);
 		setenv("MASTER_ADDR", "127.0.0.1", 1);
 		setenv("MASTER_PORT", port, 1);
 		break;
@@ -638,7 +609,7 @@ static int rank_main(int rank, void *arg)
 {
 	struct job *j = arg;
 	if (rank == 0 && j->lfd >= 0) {
-		setenv_int("XP_BOOT_LISTEN_FD", j->lfd);
+		mproc_setenv_int("XP_BOOT_LISTEN_FD", j->lfd);
 	} else if (j->lfd >= 0) {
 		close(j->lfd);
 	}
@@ -646,7 +617,7 @@ static int rank_main(int rank, void *arg)
 		dup2(j->rank0_stderr, STDERR_FILENO);
 	set_job_env(j, rank, j->key);
 	struct xpi_boot *b;
-	int rc = xpi_boot_create(1000, &b);
+	int rc = boot_env(1000, &b);
 	if (rank == 0 && rc == -EADDRINUSE && j->lfd < 0)
 		return EXIT_RETRY;
 	T_OK(rc);
@@ -667,7 +638,7 @@ static void run_job(struct job *j)
 		pid_t pids[MAX_PROCS];
 		T_CHECK(j->n <= MAX_PROCS);
 		if (j->lfd < 0) {
-			int l = listen_loopback(&j->port);
+			int l = mproc_listen_loopback(&j->port);
 			close(l);
 		}
 		for (int r = j->n - 1; r >= 0; r--)
@@ -750,7 +721,7 @@ static void test_job_xp(void)
 	struct job j = {
 		.flavor = FL_XP, .n = 4, .key = "k", .body = exchange_body, .rank0_stderr = -1
 	};
-	j.lfd = listen_loopback(&j.port);
+	j.lfd = mproc_listen_loopback(&j.port);
 	run_job(&j);
 }
 
@@ -787,7 +758,7 @@ static void test_job_slurm(void)
 			 .ifname = "lo",
 			 .body = exchange_body,
 			 .rank0_stderr = -1 };
-	j.lfd = listen_loopback(&j.port);
+	j.lfd = mproc_listen_loopback(&j.port);
 	run_job(&j);
 }
 
@@ -798,7 +769,7 @@ static void test_job_ompi(void)
 			 .key = "ompi-key",
 			 .body = exchange_body,
 			 .rank0_stderr = -1 };
-	j.lfd = listen_loopback(&j.port);
+	j.lfd = mproc_listen_loopback(&j.port);
 	run_job(&j);
 }
 
@@ -811,7 +782,7 @@ static int stranger_main(int idx, void *arg)
 	close(j->lfd);
 	set_job_env(j, 1, "not-the-key");
 	struct xpi_boot *b = NULL;
-	int rc = xpi_boot_create(1000, &b);
+	int rc = boot_env(1000, &b);
 	xpi_boot_destroy(b);
 	fprintf(stderr, "   stranger: %d, %s\n", rc, xp_error_detail());
 	T_EQ(rc, -EACCES);
@@ -830,7 +801,7 @@ static void test_wrong_key(void)
 	FILE *log = tmpfile();
 	T_CHECK(log != NULL);
 	j.rank0_stderr = fileno(log);
-	j.lfd = listen_loopback(&j.port);
+	j.lfd = mproc_listen_loopback(&j.port);
 	pid_t p0 = spawn(rank_main, 0, &j);
 	pid_t stranger = spawn(stranger_main, 1, &j);
 	expect_exit(stranger, 0, "stranger");
@@ -872,7 +843,7 @@ static void test_rank0_dies(void)
 	struct job j = {
 		.flavor = FL_XP, .n = 3, .key = "k", .body = rank0_dies_body, .rank0_stderr = -1
 	};
-	j.lfd = listen_loopback(&j.port);
+	j.lfd = mproc_listen_loopback(&j.port);
 	pid_t pids[3];
 	for (int r = 0; r < 3; r++)
 		pids[r] = spawn(rank_main, r, &j);
@@ -903,7 +874,7 @@ static void test_rank_dies(void)
 	struct job j = {
 		.flavor = FL_XP, .n = 3, .key = "k", .body = rank2_dies_body, .rank0_stderr = -1
 	};
-	j.lfd = listen_loopback(&j.port);
+	j.lfd = mproc_listen_loopback(&j.port);
 	run_job(&j);
 }
 
@@ -924,7 +895,7 @@ static void test_mismatch(void)
 	struct job j = {
 		.flavor = FL_XP, .n = 3, .key = "k", .body = mismatch_body, .rank0_stderr = -1
 	};
-	j.lfd = listen_loopback(&j.port);
+	j.lfd = mproc_listen_loopback(&j.port);
 	run_job(&j);
 }
 

@@ -39,7 +39,9 @@ static const char *env_str(const char *name)
 static int boot(int rank)
 {
 	struct xpi_boot *b;
-	int rc = xpi_boot_create(20000, &b);
+	struct xpi_boot_opts o;
+	xpi_boot_opts_from_env(&o, 20000);
+	int rc = xpi_boot_create(&o, &b);
 	if (rc != 0) {
 		fprintf(stderr, "xpi_boot_create: %d\n", rc);
 		return 1;

@@ -207,6 +207,64 @@ const char *xp_error_detail(void);
 int xp_init(const xp_config_t *cfg, xp_context_t **ctx);
 
 /**
+ * A job's unique id, for programs whose framework already has a way to pass
+ * bytes to every process (as NCCL's ncclUniqueId serves PyTorch): rank 0's
+ * rendezvous address and the job's key, in 128 opaque bytes that are safe to
+ * copy, store and send anywhere (docs/LAUNCHERS.md). Anyone who has it can
+ * join the job: pass it only to the job's processes.
+ */
+#define XP_UNIQUE_ID_BYTES 128
+typedef struct xp_unique_id {
+	unsigned char bytes[XP_UNIQUE_ID_BYTES];
+} xp_unique_id_t;
+
+/**
+ * Makes the id of a new job, in the process that will be its rank 0: a
+ * random job key (getrandom) and rank 0's address: the address of
+ * XP_SOCKET_IFNAME if set, else the IPv4 address of the first interface
+ * that is up and not a loopback, else a global IPv6 address, else
+ * 127.0.0.1 (a job on this host only). It listens there on a port the
+ * kernel picks and keeps that socket (one per id, for the life of the
+ * process) for this process's xp_init_rank() as rank 0, so no other
+ * program can take the port, and ranks that call xp_init_rank() before
+ * rank 0 does wait for it. Never blocks.
+ * Returns 0 and *@id, or -EINVAL (@id is NULL), -ENODEV (XP_SOCKET_IFNAME
+ * names no interface with an address; xp_error_detail lists those there
+ * are), -ENOMEM, or another negative errno of getrandom, socket, bind or
+ * listen (xp_error_detail names the address).
+ */
+int xp_get_unique_id(xp_unique_id_t *id);
+
+/**
+ * Creates the context of rank @rank of a job of @size ranks whose id is
+ * @id (from xp_get_unique_id() in one process, handed to every other one
+ * by the program's own means). Launcher variables (XP_RANK, RANK,
+ * SLURM_PROCID, ...) are ignored, and so is XP_JOB_KEY: the key is the
+ * id's. Rank 0 uses the socket xp_get_unique_id() left in its process;
+ * in another process it binds the id's address and port itself (retrying
+ * while the port is still held). @size 1 (with @rank 0) gives a job of one
+ * rank, as xp_init() without launcher variables, and @id may then be NULL.
+ * Blocks until every rank has joined, at most XP_BOOT_TIMEOUT_MS (default:
+ * the timeout). @cfg may be NULL, as for xp_init().
+ * Returns 0, or the codes of xp_init():
+ *   -EINVAL      @ctx or (with @size > 1) @id NULL, @rank not in
+ *                [0, @size), @size < 1, a setting out of range, or an id
+ *                that is not one (damaged, or of another version):
+ *                xp_error_detail says what is wrong with it
+ *   -EACCES      rank 0 has another key: an id of another job
+ *   -EPROTO      the process at the id's address is not of this job
+ *                (another size, or a duplicate rank)
+ *   -ETIMEDOUT   rank 0 not reached, or ranks missing, in time; the
+ *                message names the address and the missing ranks
+ *   -ECONNRESET  rank 0 closed the connection while this rank joined
+ *   -EADDRINUSE, -EADDRNOTAVAIL  rank 0 cannot listen on the id's address
+ *   -ENODEV      XP_SOCKET_IFNAME names no interface with an address
+ *   -ENOMEM, -EPROTONOSUPPORT (no transport reaches a peer)
+ */
+int xp_init_rank(const xp_config_t *cfg, int rank, int size, const xp_unique_id_t *id,
+		 xp_context_t **ctx);
+
+/**
  * Ends this rank's part in the job and destroys its context (from xp_init
  * or xp_init_rank). Collective: it first waits until this rank's sends
  * have left, then for every rank of the job to call it, so a rank that

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Forming a job from the launcher's environment; see bootstrap.h. */
+/* Forming a job from the launcher's environment or a unique id; see bootstrap.h. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -14,12 +13,13 @@
 
 #include "auth.h"
 #include "bootstrap.h"
+#include "launcher.h"
+#include "unique_id.h"
 #include "../core/compiler.h"
 #include "../core/engine.h"
 #include "../core/log.h"
 #include "sock.h"
 
-#define MAX_JOB_SIZE (1 << 24) /* as xp_init accepts */
 #define HDR_LEN XPI_BOOT_HDR_LEN
 #define ABORT_TEXT_MAX XPI_BOOT_ABORT_TEXT_MAX
 #define TEXT_MAX (ABORT_TEXT_MAX + 64)
@@ -52,16 +52,6 @@ struct xpi_boot {
 	char broken_text[TEXT_MAX];
 };
 
-/* What the environment says. */
-struct job_env {
-	const char *launcher;
-	int rank, size;
-	char host[256];
-	char port[8];
-	char addr[300];       /* host:port for messages */
-	const char *addr_var; /* where the address came from */
-};
-
 static int failv(int rc, const char *fmt, va_list ap)
 {
 	xpi_log_detailv(XPI_LOG_INFO, fmt, ap);
@@ -83,119 +73,6 @@ static const char *errtext(int rc)
 {
 	const char *s = strerrordesc_np(rc < 0 ? -rc : rc);
 	return s != NULL ? s : "unknown error";
-}
-
-/* ---------------------------------------------------------------------- */
-/* Environment                                                            */
-
-static const char *env(const char *name)
-{
-	const char *s = getenv(name);
-	return s != NULL && *s != '\0' ? s : NULL;
-}
-
-/* A decimal integer in [lo, hi]; -EINVAL otherwise. */
-static int parse_long(const char *s, long lo, long hi, long *out)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n > 10 || strspn(s, "0123456789") != n)
-		return -EINVAL;
-	long v = strtol(s, NULL, 10);
-	if (v < lo || v > hi)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-static int env_address(struct job_env *e)
-{
-	const char *xa = env("XP_ADDR");
-	if (xa != NULL) {
-		e->addr_var = "XP_ADDR";
-		if (xpi_sock_split_hostport(xa, e->host, sizeof(e->host), e->port,
-					    sizeof(e->port)) < 0)
-			return fail(-EINVAL,
-				    "bootstrap: XP_ADDR=%s is not host:port or [ipv6]:port", xa);
-	} else {
-		const char *ma = env("MASTER_ADDR"), *mp = env("MASTER_PORT");
-		e->addr_var = "MASTER_ADDR/MASTER_PORT";
-		if (ma == NULL && mp == NULL)
-			return fail(
-				-EINVAL,
-				"bootstrap: %s sets up a job of %d ranks but no rendezvous address "
-				"is set: export XP_ADDR=host:port (or MASTER_ADDR and "
-				"MASTER_PORT) naming rank 0's host and a free port",
-				e->launcher, e->size);
-		if (ma == NULL || mp == NULL)
-			return fail(-EINVAL, "bootstrap: %s is set but %s is not",
-				    ma != NULL ? "MASTER_ADDR" : "MASTER_PORT",
-				    ma != NULL ? "MASTER_PORT" : "MASTER_ADDR");
-		size_t hl = strlen(ma);
-		if (ma[0] == '[' && hl > 2 && ma[hl - 1] == ']') { /* "[v6]" */
-			ma++;
-			hl -= 2;
-		}
-		long port;
-		if (hl >= sizeof(e->host) || parse_long(mp, 0, 65535, &port) < 0)
-			return fail(-EINVAL,
-				    "bootstrap: MASTER_ADDR=%s MASTER_PORT=%s is not an address",
-				    env("MASTER_ADDR"), mp);
-		memcpy(e->host, ma, hl);
-		e->host[hl] = '\0';
-		snprintf(e->port, sizeof(e->port), "%ld", port);
-	}
-	if (strspn(e->port, "0") == strlen(e->port))
-		return fail(-EINVAL,
-			    "bootstrap: %s gives port 0, but every rank must know rank 0's port "
-			    "in advance",
-			    e->addr_var);
-	if (strchr(e->host, ':') != NULL)
-		snprintf(e->addr, sizeof(e->addr), "[%s]:%s", e->host, e->port);
-	else
-		snprintf(e->addr, sizeof(e->addr), "%s:%s", e->host, e->port);
-	return 0;
-}
-
-/* Returns 0, XPI_BOOT_SINGLETON or -EINVAL. */
-static int read_env(struct job_env *e)
-{
-	static const struct {
-		const char *launcher, *rank_var, *size_var;
-	} launchers[] = {
-		{ "xport", "XP_RANK", "XP_SIZE" },
-		{ "torchrun", "RANK", "WORLD_SIZE" },
-		{ "Slurm", "SLURM_PROCID", "SLURM_NTASKS" },
-		{ "Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
-	};
-	memset(e, 0, sizeof(*e));
-	for (size_t i = 0; i < XPI_ARRAY_SIZE(launchers); i++) {
-		const char *rv = launchers[i].rank_var, *sv = launchers[i].size_var;
-		const char *ss = env(sv);
-		/* Our own variables are not set by accident: half a set is a
-		 * mistake, not a job of one. */
-		if (ss == NULL && i == 0 && env(rv) != NULL)
-			return fail(-EINVAL, "bootstrap: %s=%s is set but %s is not", rv, env(rv),
-				    sv);
-		if (ss == NULL)
-			continue; /* as xp_init: the size variable says which launcher */
-		long size, rank;
-		e->launcher = launchers[i].launcher;
-		if (parse_long(ss, 1, MAX_JOB_SIZE, &size) < 0)
-			return fail(-EINVAL, "bootstrap: %s=%s is not a job size (1 to %d)", sv, ss,
-				    MAX_JOB_SIZE);
-		const char *rs = env(rv);
-		if (rs == NULL)
-			return fail(-EINVAL, "bootstrap: %s=%s is set but %s is not", sv, ss, rv);
-		if (parse_long(rs, 0, size - 1, &rank) < 0)
-			return fail(-EINVAL, "bootstrap: %s=%s is not a rank of a job of %s=%s", rv,
-				    rs, sv, ss);
-		e->rank = (int)rank;
-		e->size = (int)size;
-		if (size == 1)
-			return XPI_BOOT_SINGLETON;
-		return env_address(e);
-	}
-	return XPI_BOOT_SINGLETON;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -224,55 +101,21 @@ static void store_local(struct xpi_boot *b, const struct sockaddr_storage *ss, s
 		((struct sockaddr_in6 *)&b->local)->sin6_port = 0;
 }
 
-/* 3: IPv4, 2: global IPv6, 1: link-local IPv6 (needs its scope id). */
-static int addr_preference(const struct sockaddr *sa)
-{
-	if (sa->sa_family == AF_INET)
-		return 3;
-	if (sa->sa_family == AF_INET6)
-		return IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)sa)->sin6_addr) ? 1 : 2;
-	return 0;
-}
-
 static int iface_addr(struct xpi_boot *b, const char *ifname)
 {
-	struct ifaddrs *all, *best = NULL;
-	if (getifaddrs(&all) < 0)
-		return fail(-errno, "rank %d: getifaddrs failed: %s", b->rank, errtext(errno));
-	char names[200] = "";
-	size_t used = 0;
-	for (struct ifaddrs *i = all; i != NULL; i = i->ifa_next) {
-		if (i->ifa_addr == NULL || addr_preference(i->ifa_addr) == 0)
-			continue;
-		if (strcmp(i->ifa_name, ifname) == 0) {
-			if (best == NULL ||
-			    addr_preference(i->ifa_addr) > addr_preference(best->ifa_addr))
-				best = i;
-		} else if (strstr(names, i->ifa_name) == NULL && used + 1 < sizeof(names)) {
-			/* For the message: which interfaces there are. */
-			int n = snprintf(names + used, sizeof(names) - used, "%s%s",
-					 used ? ", " : "", i->ifa_name);
-			used = n > 0 ? used + (size_t)n : used;
-			if (used >= sizeof(names))
-				used = sizeof(names) - 1;
-		}
-	}
-	int rc = 0;
-	if (best == NULL) {
-		rc = fail(-ENODEV,
-			  "rank %d: XP_SOCKET_IFNAME=%s: no such interface with an IPv4 or IPv6 "
-			  "address here (there are: %s)",
-			  b->rank, ifname, names[0] ? names : "none");
-	} else {
-		struct sockaddr_storage ss = { 0 };
-		socklen_t len = best->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
-								       sizeof(struct sockaddr_in6);
-		memset(&ss, 0, sizeof(ss));
-		memcpy(&ss, best->ifa_addr, len);
-		store_local(b, &ss, len);
-	}
-	freeifaddrs(all);
-	return rc;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char names[200];
+	int rc = xpi_sock_iface_addr(ifname, &ss, &len, names, sizeof(names));
+	if (rc == -ENODEV)
+		return fail(rc,
+			    "rank %d: XP_SOCKET_IFNAME=%s: no such interface with an IPv4 or IPv6 "
+			    "address here (there are: %s)",
+			    b->rank, ifname, names[0] ? names : "none");
+	if (rc < 0)
+		return fail(rc, "rank %d: getifaddrs failed: %s", b->rank, errtext(rc));
+	store_local(b, &ss, len);
+	return 0;
 }
 
 /* Without XP_SOCKET_IFNAME: the address this rank reaches rank 0 from (or,
@@ -291,44 +134,52 @@ static int conn_local_addr(struct xpi_boot *b)
 /* ---------------------------------------------------------------------- */
 /* Forming the job                                                        */
 
-/* Takes over the socket a launcher bound for rank 0 (XP_BOOT_LISTEN_FD). */
-static int inherited_listener(const struct job_env *e, const char *s, int backlog, int *lfd)
+/* Takes over the socket a launcher bound for rank 0 (XP_BOOT_LISTEN_FD),
+ * or the one xp_get_unique_id left in this process; @what names it. */
+static int inherited_listener(const struct xpi_launch *e, const char *what, int fd, int backlog,
+			      int *lfd)
 {
-	long fd;
 	int type = 0;
 	socklen_t tlen = sizeof(type);
 	struct sockaddr_storage ss = { 0 };
 	socklen_t slen = sizeof(ss);
-	if (parse_long(s, 0, 1 << 30, &fd) < 0 ||
-	    getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 || type != SOCK_STREAM ||
-	    getsockname((int)fd, (struct sockaddr *)&ss, &slen) < 0)
-		return fail(-EINVAL, "rank 0: XP_BOOT_LISTEN_FD=%s is not a stream socket", s);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 || type != SOCK_STREAM ||
+	    getsockname(fd, (struct sockaddr *)&ss, &slen) < 0)
+		return fail(-EINVAL, "rank 0: %s is not a stream socket", what);
 	if (xpi_sock_addr_port((struct sockaddr *)&ss) != atoi(e->port))
-		return fail(-EINVAL,
-			    "rank 0: XP_BOOT_LISTEN_FD=%s is bound to port %d, but %s says %s", s,
-			    xpi_sock_addr_port((struct sockaddr *)&ss), e->addr_var, e->addr);
-	int flags = fcntl((int)fd, F_GETFL);
-	if (listen((int)fd, backlog) < 0 || flags < 0 ||
-	    fcntl((int)fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
-	    fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0)
-		return fail(-errno, "rank 0: XP_BOOT_LISTEN_FD=%s: %s", s, errtext(errno));
-	*lfd = (int)fd;
+		return fail(-EINVAL, "rank 0: %s is bound to port %d, but %s says %s", what,
+			    xpi_sock_addr_port((struct sockaddr *)&ss), e->addr_from, e->addr);
+	int flags = fcntl(fd, F_GETFL);
+	if (listen(fd, backlog) < 0 || flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
+	    fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+		return fail(-errno, "rank 0: %s: %s", what, errtext(errno));
+	*lfd = fd;
 	return 0;
 }
 
-static int root_listen(struct xpi_boot *b, const struct job_env *e, int *lfd)
+/* Rank 0's listening socket: the one handed over (@e->listen_fd), or one
+ * bound to the rendezvous address. With @retry_busy (a job from a unique
+ * id whose rank 0 is not the process that made it, which may still hold
+ * the port for a moment) a port in use is tried again until @deadline. */
+static int root_listen(struct xpi_boot *b, const struct xpi_launch *e, bool retry_busy,
+		       int64_t deadline, int *lfd)
 {
 	int backlog = b->size < 128 ? 128 : (b->size > 65535 ? 65535 : b->size);
-	const char *inherited = env("XP_BOOT_LISTEN_FD");
-	if (inherited != NULL)
-		return inherited_listener(e, inherited, backlog, lfd);
+	if (e->listen_fd >= 0) {
+		char what[64];
+		if (retry_busy)
+			snprintf(what, sizeof(what), "the socket xp_get_unique_id opened");
+		else
+			snprintf(what, sizeof(what), "XP_BOOT_LISTEN_FD=%d", e->listen_fd);
+		return inherited_listener(e, what, e->listen_fd, backlog, lfd);
+	}
 
 	struct sockaddr_storage ss = { 0 };
 	socklen_t len;
 	int rc = xpi_sock_resolve(e->host, e->port, &ss, &len);
 	if (rc < 0)
 		return fail(rc == -EAGAIN ? -EAGAIN : -EINVAL,
-			    "rank 0: cannot resolve %s (from %s): %s", e->host, e->addr_var,
+			    "rank 0: cannot resolve %s (from %s): %s", e->host, e->addr_from,
 			    rc == -EAGAIN ? "temporary resolver failure" : "unknown host");
 	if (!xpi_sock_is_numeric_host(e->host)) {
 		/* A name: listen on every address of its family. */
@@ -349,15 +200,24 @@ static int root_listen(struct xpi_boot *b, const struct job_env *e, int *lfd)
 			len = sizeof(*a);
 		}
 	}
-	rc = xpi_sock_listen((struct sockaddr *)&ss, len, backlog, lfd);
+	int backoff_ms = 5;
+	for (;;) {
+		rc = xpi_sock_listen((struct sockaddr *)&ss, len, backlog, lfd);
+		int left = xpi_deadline_left_ms(deadline);
+		if (rc != -EADDRINUSE || !retry_busy || left == 0)
+			break;
+		poll(NULL, 0, backoff_ms < left ? backoff_ms : left);
+		backoff_ms = backoff_ms * 2 > CONNECT_BACKOFF_MAX_MS ? CONNECT_BACKOFF_MAX_MS :
+								       backoff_ms * 2;
+	}
 	if (rc == -EADDRINUSE)
 		return fail(rc,
 			    "rank 0: cannot listen on %s (from %s): the port is in use (by an "
-			    "earlier job still running? under torchrun its agent may hold "
-			    "MASTER_PORT: set XP_ADDR to another port)",
-			    e->addr, e->addr_var);
+			    "earlier job still running, or another program? export XP_ADDR to "
+			    "choose another port)",
+			    e->addr, e->addr_from);
 	if (rc < 0)
-		return fail(rc, "rank 0: cannot listen on %s (from %s): %s", e->addr, e->addr_var,
+		return fail(rc, "rank 0: cannot listen on %s (from %s): %s", e->addr, e->addr_from,
 			    errtext(rc));
 	return 0;
 }
@@ -389,7 +249,8 @@ static bool has_joined(const struct xpi_boot *b, int r)
 	return b->fds[r] >= 0;
 }
 
-static int root_accept_ranks(struct xpi_boot *b, const struct job_env *e, int lfd, int64_t deadline)
+static int root_accept_ranks(struct xpi_boot *b, const struct xpi_launch *e, int lfd,
+			     int64_t deadline)
 {
 	int joined = 0;
 	while (joined < b->size - 1) {
@@ -458,7 +319,7 @@ static bool connect_retryable(int rc)
 	}
 }
 
-static int join_root(struct xpi_boot *b, const struct job_env *e, int64_t deadline)
+static int join_root_once(struct xpi_boot *b, const struct xpi_launch *e, int64_t deadline)
 {
 	struct sockaddr_storage ss = { 0 };
 	socklen_t len = 0;
@@ -468,7 +329,7 @@ static int join_root(struct xpi_boot *b, const struct job_env *e, int64_t deadli
 			rc = xpi_sock_resolve(e->host, e->port, &ss, &len);
 			if (rc == -EINVAL || rc == -ENOMEM)
 				return fail(rc, "rank %d: cannot resolve %s (from %s)", b->rank,
-					    e->host, e->addr_var);
+					    e->host, e->addr_from);
 			if (rc == 0)
 				continue; /* connect at once */
 			len = 0;
@@ -487,7 +348,7 @@ static int join_root(struct xpi_boot *b, const struct job_env *e, int64_t deadli
 			return fail(-ETIMEDOUT,
 				    "rank %d: could not reach rank 0 at %s (from %s) within %d ms "
 				    "(%s): is rank 0 running, and does the address name its host?",
-				    b->rank, e->addr, e->addr_var, b->timeout_ms,
+				    b->rank, e->addr, e->addr_from, b->timeout_ms,
 				    last != 0 ? errtext(last) : "no answer");
 		/* Rank 0 may start later than this rank: back off and retry. */
 		poll(NULL, 0, backoff_ms < left ? backoff_ms : left);
@@ -509,7 +370,7 @@ static int join_root(struct xpi_boot *b, const struct job_env *e, int64_t deadli
 				rc,
 				"rank %d: wrong job key: rank 0 at %s (from %s) has another job "
 				"key than this rank; every rank needs the same XP_JOB_KEY",
-				b->rank, e->addr, e->addr_var);
+				b->rank, e->addr, e->addr_from);
 		if (rc == -ECONNRESET)
 			return fail(
 				rc,
@@ -521,6 +382,26 @@ static int join_root(struct xpi_boot *b, const struct job_env *e, int64_t deadli
 	}
 	b->root_fd = fd;
 	return 0;
+}
+
+/* Joins rank 0. In a job from a unique id, a reset connection is tried
+ * again: the process that made the id, if it is not rank 0, lets go of its
+ * listening socket when it joins, which resets whatever connected to that
+ * socket meanwhile; the real rank 0 binds the port afterwards. */
+static int join_root(struct xpi_boot *b, const struct xpi_launch *e, bool retry_reset,
+		     int64_t deadline)
+{
+	for (;;) {
+		int rc = join_root_once(b, e, deadline);
+		int left = xpi_deadline_left_ms(deadline);
+		if (rc != -ECONNRESET || !retry_reset || left == 0)
+			return rc;
+		xpi_log(XPI_LOG_WARN,
+			"rank %d: the connection to %s (from %s) was reset; rank 0 may not be "
+			"listening yet: connecting again",
+			b->rank, e->addr, e->addr_from);
+		poll(NULL, 0, CONNECT_BACKOFF_MAX_MS < left ? CONNECT_BACKOFF_MAX_MS : left);
+	}
 }
 
 static int boot_alloc(struct xpi_boot *b)
@@ -542,50 +423,107 @@ static int boot_alloc(struct xpi_boot *b)
 	return 0;
 }
 
-static int boot_timeout(int timeout_ms)
+/* The launcher's environment says what the job is. */
+static int launch_from_env(struct xpi_launch *e)
 {
-	const char *s = env("XP_BOOT_TIMEOUT_MS");
-	long v;
-	if (s == NULL)
-		return timeout_ms;
-	if (parse_long(s, 1, 24L * 3600 * 1000, &v) == 0)
-		return (int)v;
-	/* As config.c treats XP_TIMEOUT_MS. */
-	xpi_log(XPI_LOG_WARN, "ignoring XP_BOOT_TIMEOUT_MS=%s: not a number of milliseconds", s);
-	return timeout_ms;
+	int rc = xpi_launch_read(xpi_env_getenv, NULL, e);
+	if (e->warning[0] != '\0')
+		xpi_log(XPI_LOG_WARN, "rank %d: %s", e->rank, e->warning);
+	if (rc < 0)
+		return fail(rc, "bootstrap: %s", e->error);
+	return rc;
 }
 
-int xpi_boot_create(int timeout_ms, struct xpi_boot **out)
+/* xp_init_rank says what the job is: @o's rank and size, rank 0's address
+ * from the id, which also gives the key. */
+static int launch_from_id(const struct xpi_boot_opts *o, struct xpi_launch *e,
+			  uint8_t key[XPI_AUTH_KEY_LEN])
 {
-	struct job_env e;
-	if (out == NULL || timeout_ms <= 0)
+	struct xpi_uid u;
+	const char *why = "";
+	memset(e, 0, sizeof(*e));
+	e->listen_fd = -1;
+	e->launcher = "xp_init_rank";
+	if (o->size < 1 || o->size > XPI_LAUNCH_MAX_SIZE || o->rank < 0 || o->rank >= o->size)
+		return fail(-EINVAL,
+			    "xp_init_rank: rank %d of a job of %d ranks: the size must be 1 to %d "
+			    "and the rank 0 to size - 1",
+			    o->rank, o->size, XPI_LAUNCH_MAX_SIZE);
+	if (o->id == NULL && o->size > 1)
+		return fail(-EINVAL, "xp_init_rank: rank %d of %d: no unique id (NULL)", o->rank,
+			    o->size);
+	e->rank = o->rank;
+	e->size = o->size;
+	if (o->id == NULL)
+		return XPI_BOOT_SINGLETON;
+	if (xpi_uid_parse(o->id->bytes, sizeof(o->id->bytes), &u, &why) < 0)
+		return fail(-EINVAL, "xp_init_rank: rank %d of %d: the unique id is %s", o->rank,
+			    o->size, why);
+	/* A socket this process holds for the id: rank 0 serves on it; any
+	 * other rank lets go of it, so that rank 0 elsewhere can bind. */
+	int held = xpi_uid_take_listener(&u);
+	if (held >= 0 && (o->rank != 0 || o->size == 1)) {
+		close(held);
+		held = -1;
+	}
+	if (o->size == 1)
+		return XPI_BOOT_SINGLETON;
+	e->listen_fd = held;
+	xpi_boot_key_from_uid(u.key, key);
+	xpi_uid_host(&u, e->host, sizeof(e->host));
+	snprintf(e->port, sizeof(e->port), "%u", (unsigned)u.port);
+	snprintf(e->addr, sizeof(e->addr), u.family == AF_INET6 ? "[%s]:%s" : "%s:%s", e->host,
+		 e->port);
+	snprintf(e->addr_from, sizeof(e->addr_from), "the unique id");
+	return 0;
+}
+
+void xpi_boot_key_from_uid(const uint8_t *uid_key, uint8_t *key)
+{
+	/* The key length is auth.h's: its first XPI_AUTH_KEY_LEN bytes of
+	 * the id's 32 random ones, until the handshake takes all 32. */
+	_Static_assert(XPI_AUTH_KEY_LEN <= XPI_UID_KEY_LEN, "the id holds the whole key");
+	memcpy(key, uid_key, XPI_AUTH_KEY_LEN);
+}
+
+int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out)
+{
+	struct xpi_launch e;
+	uint8_t key[XPI_AUTH_KEY_LEN] = { 0 };
+	if (out == NULL || o == NULL || o->timeout_ms <= 0)
 		return -EINVAL;
-	int rc = read_env(&e);
+	int rc = o->explicit_job ? launch_from_id(o, &e, key) : launch_from_env(&e);
 	if (rc != 0)
 		return rc; /* XPI_BOOT_SINGLETON or -EINVAL */
 
 	struct xpi_boot *b = calloc(1, sizeof(*b));
-	if (b == NULL)
-		return -ENOMEM;
+	if (b == NULL) {
+		rc = -ENOMEM;
+		goto fail_fd;
+	}
 	b->rank = e.rank;
 	b->size = e.size;
 	b->root_fd = -1;
-	b->timeout_ms = boot_timeout(timeout_ms);
+	b->timeout_ms = o->boot_timeout_ms > 0 ? o->boot_timeout_ms : o->timeout_ms;
 	snprintf(b->addr, sizeof(b->addr), "%s", e.addr);
-	const char *key = env("XP_JOB_KEY");
-	if (key == NULL)
-		xpi_log(XPI_LOG_WARN,
-			"rank %d: XP_JOB_KEY is not set: this job is not protected, any process "
-			"that reaches %s can join it",
-			b->rank, e.addr);
-	rc = xpi_auth_key_from_string(key != NULL ? key : "", b->key);
+	rc = 0;
+	if (o->explicit_job) {
+		memcpy(b->key, key, sizeof(b->key));
+	} else {
+		if (o->job_key == NULL)
+			xpi_log(XPI_LOG_WARN,
+				"rank %d: XP_JOB_KEY is not set: this job is not protected, any "
+				"process that reaches %s can join it",
+				b->rank, e.addr);
+		rc = xpi_auth_key_from_string(o->job_key != NULL ? o->job_key : "", b->key);
+	}
 	if (rc == 0)
 		rc = boot_alloc(b);
 	if (rc < 0)
 		goto fail;
 
 	/* A wrong interface name fails before anyone waits for this rank. */
-	const char *ifname = env("XP_SOCKET_IFNAME");
+	const char *ifname = o->socket_ifname;
 	if (ifname != NULL) {
 		rc = iface_addr(b, ifname);
 		if (rc < 0)
@@ -595,14 +533,15 @@ int xpi_boot_create(int timeout_ms, struct xpi_boot **out)
 	int64_t deadline = xpi_deadline_in(b->timeout_ms);
 	if (b->rank == 0) {
 		int lfd = -1;
-		rc = root_listen(b, &e, &lfd);
+		rc = root_listen(b, &e, o->explicit_job, deadline, &lfd);
 		if (rc < 0)
 			goto fail;
+		e.listen_fd = -1; /* lfd now */
 		rc = root_accept_ranks(b, &e, lfd, deadline);
 		/* Nobody else may join now: stop listening. */
 		close(lfd);
 	} else {
-		rc = join_root(b, &e, deadline);
+		rc = join_root(b, &e, o->explicit_job, deadline);
 	}
 	if (rc < 0)
 		goto fail;
@@ -612,11 +551,16 @@ int xpi_boot_create(int timeout_ms, struct xpi_boot **out)
 			goto fail;
 	}
 	xpi_log(XPI_LOG_INFO, "rank %d of %d: job formed (launcher %s, rendezvous %s from %s)",
-		b->rank, b->size, e.launcher, e.addr, e.addr_var);
+		b->rank, b->size, e.launcher, e.addr, e.addr_from);
 	*out = b;
 	return 0;
 fail:
 	xpi_boot_destroy(b);
+fail_fd:
+	/* The id's socket is ours to close; XP_BOOT_LISTEN_FD stays the
+	 * launcher's until the job forms, as before. */
+	if (o->explicit_job && e.listen_fd >= 0)
+		close(e.listen_fd);
 	return rc;
 }
 

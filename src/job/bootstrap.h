@@ -1,42 +1,53 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The job bootstrap: forms a job of processes from the launcher's
- * environment and keeps a control channel between them (a star around rank
- * 0) for exchanging addresses and for barriers. The control channel is for
+ * environment (or from a rank, size and unique id) and keeps a control
+ * channel between them (a star around rank 0) for exchanging addresses and
+ * for barriers. The control channel is for
  * setting up and tearing down, never for data: transports build their own
  * connections from what xpi_boot_allgather() exchanged.
  *
- * Environment, first launcher whose size variable is set wins (XP_RANK
- * without XP_SIZE is an error rather than a job of one):
+ * What the job is (struct xpi_boot_opts) comes either from the launcher's
+ * environment or from the program (xp_init_rank: a rank, a size and a
+ * unique id, unique_id.h).
  *
- *   launcher   rank / size                                rendezvous address
- *   xport      XP_RANK / XP_SIZE                          XP_ADDR
- *   torchrun   RANK / WORLD_SIZE                          XP_ADDR, or MASTER_ADDR and MASTER_PORT
- *   Slurm      SLURM_PROCID / SLURM_NTASKS                likewise
- *   Open MPI   OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE  likewise
+ * From the environment: the launcher that started the process, and its
+ * rank, size and rendezvous address, as launcher.h reads them (precedence
+ * xport, Open MPI, MPICH/Intel MPI, torchrun, Slurm; a warning names
+ * launchers that disagree; the address from XP_ADDR, else MASTER_ADDR on
+ * MASTER_PORT + 1, else under Slurm derived from the step; see
+ * docs/LAUNCHERS.md). The job key is XP_JOB_KEY (the options' job_key;
+ * unset: a warning, and the key of the empty string, so jobs that set
+ * different keys still refuse each other).
  *
  * XP_ADDR is "host:port" or "[ipv6]:port": where rank 0 listens and every
  * other rank connects. Rank 0 binds exactly that address when the host is
  * an address literal, and the wildcard address of its family on that port
  * when it is a name (a name may resolve to a loopback address on rank 0's
- * own host, as Debian's 127.0.1.1 does). Under torchrun its agent may
- * itself listen on MASTER_PORT; set XP_ADDR then.
+ * own host, as Debian's 127.0.1.1 does).
  *
- *   XP_JOB_KEY           the job key (auth.h); unset: a warning, and the key
- *                        of the empty string, so jobs that set different
- *                        keys still refuse each other
- *   XP_BOOT_TIMEOUT_MS   bound on forming the job and on each control
- *                        operation (default: the timeout_ms argument)
- *   XP_SOCKET_IFNAME     the interface whose address a rank publishes for
- *                        its listeners (xpi_boot_local_addr); default: the
- *                        local address of its connection to rank 0
  *   XP_BOOT_LISTEN_FD    rank 0 only: a socket the launcher already bound to
- *                        XP_ADDR's port (and may have set listening), used
- *                        instead of binding one. A launcher that holds the
- *                        port from before it starts the ranks has no race
- *                        for a free port and lets ranks connect before rank
- *                        0 runs (xprun does this). The bootstrap takes it
- *                        over and closes it once the job has formed.
+ *                        the rendezvous port (and may have set listening),
+ *                        used instead of binding one. A launcher that holds
+ *                        the port from before it starts the ranks has no
+ *                        race for a free port and lets ranks connect before
+ *                        rank 0 runs (xprun does this). The bootstrap takes
+ *                        it over and closes it once the job has formed.
+ *
+ * From a unique id: rank 0's address and the key are the id's; launcher
+ * variables and XP_JOB_KEY are not read. Rank 0 serves on the socket
+ * xp_get_unique_id left in this process, as on XP_BOOT_LISTEN_FD, or
+ * binds the id's address and port (retrying while the port is in use, as
+ * the process that made the id may not have let go of it yet). A rank
+ * other than 0 in the process that made the id closes that socket.
+ *
+ * The options' other fields (init.c fills them from XP_BOOT_TIMEOUT_MS and
+ * XP_SOCKET_IFNAME):
+ *   boot_timeout_ms      bound on forming the job and on each control
+ *                        operation (0: timeout_ms)
+ *   socket_ifname        the interface whose address a rank publishes for
+ *                        its listeners (xpi_boot_local_addr); NULL: the
+ *                        local address of its connection to rank 0
  *
  * Forming the job: rank 0 accepts size - 1 connections and runs the job-key
  * handshake (xpi_auth_handshake) on each. A connection that fails it is
@@ -60,6 +71,7 @@
 #ifndef XPI_BOOTSTRAP_H
 #define XPI_BOOTSTRAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -101,15 +113,36 @@ void xpi_boot_hdr_write(const struct xpi_boot_hdr *h, uint8_t out[XPI_BOOT_HDR_L
  */
 int xpi_boot_hdr_parse(const uint8_t *buf, size_t len, struct xpi_boot_hdr *out, const char **why);
 
+struct xp_unique_id;
+
+/* What xpi_boot_create needs to know; see the top of this file. */
+struct xpi_boot_opts {
+	int timeout_ms;            /* the context's timeout, > 0 */
+	int boot_timeout_ms;       /* XP_BOOT_TIMEOUT_MS, or 0: timeout_ms */
+	const char *job_key;       /* XP_JOB_KEY, or NULL (warned); not with an id */
+	const char *socket_ifname; /* XP_SOCKET_IFNAME, or NULL */
+	/* A job the program describes (xp_init_rank) instead of a launcher: */
+	bool explicit_job;
+	int rank, size;
+	const struct xp_unique_id *id; /* may be NULL only with size 1 */
+};
+
+/* Fills @o for a job from the environment: XP_JOB_KEY, XP_SOCKET_IFNAME,
+ * XP_BOOT_TIMEOUT_MS (a malformed one is warned about and ignored), and
+ * @timeout_ms. Defined in init.c. */
+void xpi_boot_opts_from_env(struct xpi_boot_opts *o, int timeout_ms);
+
 /*
- * Forms this process's job from the environment. Blocks until the job has
- * formed (every rank joined rank 0), at most @timeout_ms (> 0; overridden
- * by XP_BOOT_TIMEOUT_MS).
+ * Forms this process's job from the environment, or from @o's rank, size
+ * and id when @o->explicit_job. Blocks until the job has formed (every rank
+ * joined rank 0), at most the boot timeout.
  *
  * Returns 0 and *@out (the caller's; xpi_boot_destroy), or
  * XPI_BOOT_SINGLETON with *@out untouched: no launcher variables, or a size
  * of 1; the caller runs a job of one rank without networking. Or:
- *   -EINVAL      a malformed or missing variable (the log names it)
+ *   -EINVAL      a malformed or missing variable (the log names it and its
+ *                value), or a bad rank, size or unique id (the log says
+ *                what is wrong with it)
  *   -EACCES      rank 0 and this rank have different job keys ("wrong job
  *                key"); rank 0 itself never fails for this, it refuses
  *                the connection and waits for the right process
@@ -125,7 +158,11 @@ int xpi_boot_hdr_parse(const uint8_t *buf, size_t len, struct xpi_boot_hdr *out,
  *   -EIO         libsodium could not be initialised (xpi_auth_init)
  *   -ENOMEM
  */
-int xpi_boot_create(int timeout_ms, struct xpi_boot **out);
+int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out);
+
+/* The job key of a job from a unique id: from the id's 32 random key
+ * bytes @uid_key, the XPI_AUTH_KEY_LEN bytes (auth.h) of @key. Pure. */
+void xpi_boot_key_from_uid(const uint8_t *uid_key, uint8_t *key);
 
 int xpi_boot_rank(const struct xpi_boot *b);
 int xpi_boot_size(const struct xpi_boot *b);

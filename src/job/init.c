@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * xp_init and xp_finalize: forming this process's rank of a job from the
- * launcher's environment and starting the transports that serve it. With
+ * xp_init, xp_init_rank and xp_finalize: forming this process's rank of a
+ * job from the launcher's environment (or from a rank, size and unique id)
+ * and starting the transports that serve it. With
  * no launcher variables (or a job size of 1) the rank is a job of its own,
  * as MPI's singletons are.
  */
@@ -264,54 +265,126 @@ static int init_networked(const struct xpi_config *cfg, struct xpi_boot *boot, x
 	return 0;
 }
 
+/* What the bootstrap takes from a rank's settings besides the launcher's
+ * variables (launcher.c reads those): the job key, the interface and the
+ * boot timeout. The strings point into @cfg. */
+static void boot_opts_from_config(struct xpi_boot_opts *o, const struct xpi_config *cfg)
+{
+	memset(o, 0, sizeof(*o));
+	o->timeout_ms = cfg->timeout_ms;
+	o->boot_timeout_ms = cfg->boot_timeout_ms;
+	o->job_key = cfg->has_job_key ? cfg->job_key : NULL;
+	o->socket_ifname = cfg->socket_ifname[0] != '\0' ? cfg->socket_ifname : NULL;
+}
+
+/* The same from the environment alone, for the tests that form jobs
+ * without xp_init (bootstrap.h). Settings that are not accepted leave
+ * their defaults (xp_init would refuse them). */
+void xpi_boot_opts_from_env(struct xpi_boot_opts *o, int timeout_ms)
+{
+	static _Thread_local struct xpi_config cfg;
+	if (xpi_config_resolve(NULL, &cfg) < 0) {
+		memset(o, 0, sizeof(*o));
+		o->timeout_ms = timeout_ms;
+		return;
+	}
+	boot_opts_from_config(o, &cfg);
+	o->timeout_ms = timeout_ms;
+	o->boot_timeout_ms = 0;
+	const char *bt = getenv("XP_BOOT_TIMEOUT_MS");
+	if (bt != NULL && *bt != '\0')
+		o->boot_timeout_ms = cfg.boot_timeout_ms;
+}
+
 /*
  * This rank cannot run with its settings (@rc, the detail says why). If it
  * belongs to a job, it still joins and leaves at once: the others then
  * fail at their first exchange (rank 0 tells them who left) instead of
- * waiting out their timeout for a rank that will never come.
+ * waiting out their timeout for a rank that will never come. @o: how it
+ * would have joined (NULL: from the launcher's variables alone).
  */
-static int refuse_settings(int rc, int boot_timeout_ms)
+static int refuse_settings(int rc, const struct xpi_boot_opts *o)
 {
 	char detail[512];
 	snprintf(detail, sizeof(detail), "%s", xp_error_detail());
+	struct xpi_boot_opts def;
+	if (o == NULL) {
+		memset(&def, 0, sizeof(def));
+		def.timeout_ms = XPI_DEFAULT_TIMEOUT_MS;
+		o = &def;
+	}
 	struct xpi_boot *boot = NULL;
-	if (xpi_boot_create(boot_timeout_ms, &boot) == 0)
+	if (xpi_boot_create(o, &boot) == 0)
 		xpi_boot_destroy(boot);
 	xpi_set_thread_detail(detail);
 	return rc;
 }
 
-XPI_EXPORT int xp_init(const xp_config_t *cfg, xp_context_t **ctx)
+/* XP_TRANSPORTS against this build; -EINVAL naming it (variable or field). */
+static int check_transports(const struct xpi_config *icfg)
+{
+	char why[256];
+	if (icfg->transports[0] == '\0' ||
+	    xpi_backends_check_list(icfg->transports, why, sizeof(why)) == 0)
+		return 0;
+	if (icfg->origin[xpi_setting_index("XP_TRANSPORTS")] == XPI_ORIGIN_CONFIG)
+		xpi_log_detail(
+			XPI_LOG_INFO,
+			"xp_config_t.transports (XP_TRANSPORTS) = \"%s\" is not accepted: %s",
+			icfg->transports, why);
+	else
+		xpi_log_detail(XPI_LOG_INFO, "XP_TRANSPORTS=%s is not accepted: %s",
+			       icfg->transports, why);
+	return -EINVAL;
+}
+
+static int init_with(const xp_config_t *cfg, struct xpi_boot_opts *o, const char *call,
+		     xp_context_t **ctx)
 {
 	struct xpi_config icfg;
 	xpi_detail_clear();
 	if (ctx == NULL)
-		return xpi_fail(-EINVAL, "xp_init: the context pointer is NULL");
+		return xpi_fail(-EINVAL, "%s: the context pointer is NULL", call);
 	int rc = xpi_config_resolve(cfg, &icfg);
 	if (rc < 0)
-		return refuse_settings(rc, XPI_DEFAULT_TIMEOUT_MS);
-	char why[256];
-	if (icfg.transports[0] != '\0' &&
-	    xpi_backends_check_list(icfg.transports, why, sizeof(why)) < 0) {
-		if (icfg.origin[xpi_setting_index("XP_TRANSPORTS")] == XPI_ORIGIN_CONFIG)
-			xpi_log_detail(XPI_LOG_INFO,
-				       "xp_config_t.transports (XP_TRANSPORTS) = \"%s\" is not "
-				       "accepted: %s",
-				       icfg.transports, why);
-		else
-			xpi_log_detail(XPI_LOG_INFO, "XP_TRANSPORTS=%s is not accepted: %s",
-				       icfg.transports, why);
-		return refuse_settings(-EINVAL, icfg.boot_timeout_ms);
-	}
-	struct xpi_boot *boot;
-	rc = xpi_boot_create(icfg.timeout_ms, &boot);
+		return refuse_settings(rc, o->explicit_job ? o : NULL);
+	/* The strings the options take from the settings. */
+	struct xpi_boot_opts from_cfg;
+	boot_opts_from_config(&from_cfg, &icfg);
+	o->timeout_ms = from_cfg.timeout_ms;
+	o->boot_timeout_ms = from_cfg.boot_timeout_ms;
+	o->socket_ifname = from_cfg.socket_ifname;
+	if (!o->explicit_job)
+		o->job_key = from_cfg.job_key; /* an id brings its own */
+	rc = check_transports(&icfg);
 	if (rc < 0)
-		return rc;
-	if (rc == 1)
+		return refuse_settings(rc, o);
+	struct xpi_boot *boot;
+	rc = xpi_boot_create(o, &boot);
+	if (rc == XPI_BOOT_SINGLETON)
 		rc = init_singleton(&icfg, ctx);
-	else
+	else if (rc == 0)
 		rc = init_networked(&icfg, boot, ctx);
-	return xpi_detail_ensure(rc, "xp_init");
+	return xpi_detail_ensure(rc, call);
+}
+
+XPI_EXPORT int xp_init(const xp_config_t *cfg, xp_context_t **ctx)
+{
+	struct xpi_boot_opts o = { .timeout_ms = XPI_DEFAULT_TIMEOUT_MS };
+	return init_with(cfg, &o, "xp_init", ctx);
+}
+
+XPI_EXPORT int xp_init_rank(const xp_config_t *cfg, int rank, int size, const xp_unique_id_t *id,
+			    xp_context_t **ctx)
+{
+	struct xpi_boot_opts o = {
+		.timeout_ms = XPI_DEFAULT_TIMEOUT_MS,
+		.explicit_job = true, /* launcher variables and XP_JOB_KEY are ignored */
+		.rank = rank,
+		.size = size,
+		.id = id,
+	};
+	return init_with(cfg, &o, "xp_init_rank", ctx);
 }
 
 XPI_EXPORT void xp_finalize(xp_context_t *ctx)

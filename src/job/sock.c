@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -314,4 +316,70 @@ int xpi_sock_addr_port(const struct sockaddr *sa)
 	if (sa->sa_family == AF_INET6)
 		return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
 	return 0;
+}
+
+/* 3: IPv4, 2: global IPv6, 1: link-local IPv6 (needs its scope id). */
+static int addr_preference(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return 3;
+	if (sa->sa_family == AF_INET6)
+		return IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)sa)->sin6_addr) ? 1 : 2;
+	return 0;
+}
+
+/* Adds @name to the list "a, b" in @names unless it is there already. */
+static void add_name(char *names, size_t n, const char *name)
+{
+	size_t used = strlen(names);
+	if (n == 0 || strstr(names, name) != NULL || used + 1 >= n)
+		return;
+	snprintf(names + used, n - used, "%s%s", used ? ", " : "", name);
+}
+
+/* Is @i an address xpi_sock_iface_addr may pick, and how good is it? */
+static int iface_rank(const struct ifaddrs *i, const char *ifname)
+{
+	int pref = i->ifa_addr != NULL ? addr_preference(i->ifa_addr) : 0;
+	if (pref == 0)
+		return 0;
+	if (ifname != NULL)
+		return strcmp(i->ifa_name, ifname) == 0 ? pref : 0;
+	/* Any interface: up, not a loopback, and no link-local address
+	 * (others could not use it without knowing our scope). */
+	if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK) || pref == 1)
+		return 0;
+	return pref;
+}
+
+int xpi_sock_iface_addr(const char *ifname, struct sockaddr_storage *out, socklen_t *len,
+			char *names, size_t n)
+{
+	struct ifaddrs *all, *best = NULL;
+	if (getifaddrs(&all) < 0)
+		return -errno;
+	if (n > 0)
+		names[0] = '\0';
+	for (struct ifaddrs *i = all; i != NULL; i = i->ifa_next) {
+		int r = iface_rank(i, ifname);
+		if (r > 0 && (best == NULL || r > iface_rank(best, ifname)))
+			best = i;
+		else if (r == 0 && i->ifa_addr != NULL && addr_preference(i->ifa_addr) > 0)
+			add_name(names, n, i->ifa_name); /* for the message */
+	}
+	int rc = -ENODEV;
+	if (best != NULL) {
+		socklen_t l = best->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
+								     sizeof(struct sockaddr_in6);
+		memset(out, 0, sizeof(*out));
+		memcpy(out, best->ifa_addr, l);
+		if (out->ss_family == AF_INET)
+			((struct sockaddr_in *)out)->sin_port = 0;
+		else
+			((struct sockaddr_in6 *)out)->sin6_port = 0;
+		*len = l;
+		rc = 0;
+	}
+	freeifaddrs(all);
+	return rc;
 }

@@ -84,6 +84,18 @@ void xpi_sock_addr_str(const struct sockaddr *sa, char *buf, size_t n);
 /* The peer address of connected socket @fd as text, or "unknown peer". */
 void xpi_sock_peer_str(int fd, char *buf, size_t n);
 
+/*
+ * An address of this host's interface @ifname, port 0: its first IPv4
+ * address, else a global IPv6 one, else a link-local IPv6 one (with its
+ * scope id). With @ifname NULL: of the first interface that is up and not
+ * a loopback, its IPv4 address, else the first global IPv6 address of such
+ * an interface (as NCCL picks one). Returns 0 and *@out, *@len; -ENODEV if
+ * there is none, with the names of the interfaces there are in @names (@n
+ * bytes, may be 0); or a negative errno of getifaddrs(). Never blocks.
+ */
+int xpi_sock_iface_addr(const char *ifname, struct sockaddr_storage *out, socklen_t *len,
+			char *names, size_t n);
+
 /* The port of an IPv4 or IPv6 address, or 0. Pure. */
 int xpi_sock_addr_port(const struct sockaddr *sa);
 
