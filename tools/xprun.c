@@ -679,8 +679,13 @@ int main(int argc, char **argv)
 	}
 	for (int r = 0; r < nranks; r++) {
 		files[r][0] = files[r][1] = -1;
-		if (output_dir != NULL && open_output_files(r, files[r]) < 0)
+		if (output_dir != NULL && open_output_files(r, files[r]) < 0) {
+			for (int q = 0; q < r; q++)
+				for (int k = 0; k < 2; k++)
+					close(files[q][k]);
+			free(files);
 			return EXIT_SETUP;
+		}
 	}
 
 	pid_t self = getpid();
