@@ -219,11 +219,11 @@ static void usage(FILE *f)
 		"                  [--version] [--help]\n"
 		"\n"
 		"Measures xport between two ranks: two threads of this process (in-process\n"
-		"transport), or, when a launcher started it (XP_RANK, RANK, SLURM_PROCID or\n"
-		"OMPI_COMM_WORLD_RANK set, e.g. `xprun -n 2 xport-perf`), this process's rank\n"
-		"of a job of two processes, over the transport xp_init() gives them. Only\n"
-		"rank 0 prints. Each rank is pinned to a CPU (in-process: the first two it\n"
-		"may use; processes: CPU rank %% N of the N it may use).\n"
+		"transport), or, when a launcher started it (XP_RANK, OMPI_COMM_WORLD_RANK,\n"
+		"PMI_RANK, RANK or SLURM_PROCID set, e.g. `xprun -n 2 xport-perf`), this\n"
+		"process's rank of a job of two processes, over the transport xp_init() gives\n"
+		"them. Only rank 0 prints. Each rank is pinned to a CPU (in-process: the first\n"
+		"two it may use; processes: CPU rank %% N of the N it may use).\n"
 		"  lat          ping-pong latency (half the round trip, receive posted first):\n"
 		"               lat_us_avg, lat_us_min, lat_us_p50, lat_us_p99; in-process\n"
 		"               beside two threads ping-ponging one cache line\n"
@@ -1307,14 +1307,17 @@ static void pin_process(int rank, struct rank_info *info)
 /* Modes                                                                     */
 
 /* The launcher that started this process, from its rank variable, or NULL;
- * *@rank0 says whether that variable names rank 0. */
+ * *@rank0 says whether that variable names rank 0. In the library's order
+ * of precedence (docs/LAUNCHERS.md): the launcher that started the process
+ * before an enclosing Slurm allocation. */
 static const char *launcher_env(bool *rank0)
 {
 	static const char *const vars[][2] = {
 		{ "XP_RANK", "xprun or by hand (XP_RANK, XP_SIZE)" },
+		{ "OMPI_COMM_WORLD_RANK", "Open MPI (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE)" },
+		{ "PMI_RANK", "MPICH or Intel MPI (PMI_RANK, PMI_SIZE)" },
 		{ "RANK", "torchrun (RANK, WORLD_SIZE)" },
 		{ "SLURM_PROCID", "Slurm (SLURM_PROCID, SLURM_NTASKS)" },
-		{ "OMPI_COMM_WORLD_RANK", "Open MPI (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE)" },
 	};
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
 		const char *v = getenv(vars[i][0]);
