@@ -286,7 +286,7 @@ out:
 
 /* Every host has shared memory; which peers share this host the selection
  * decides from the cards' host identities. The figures are this machine's
- * measurements (shared/lab/BASELINES.md). */
+ * measurements (perf/compare-tcp.sh on the 2-core development machine). */
 static int shm_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card_tl *entry,
 		    const char **why)
 {

@@ -176,8 +176,8 @@ static int accept_lower(struct xpi_tcp *t, const uint8_t *key, int64_t deadline)
 }
 
 /* True if @ss is this host: loopback, or the address we listen on. There a
- * zero-copy send loses (the data is copied on delivery anyway: measured in
- * shared/lab/BASELINES.md, 1.0 against 3.4 GB/s at 64 KiB). */
+ * zero-copy send loses (the data is copied on delivery anyway: measured on
+ * the 2-core development machine over loopback, 1.0 against 3.4 GB/s at 64 KiB). */
 static bool same_host(const struct sockaddr_storage *ss, const struct sockaddr_storage *mine)
 {
 	if (ss->ss_family == AF_INET) {
@@ -430,7 +430,7 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 
 /* Reachable where this rank's listeners are: the address family a peer
  * needs (card.h's TCP reach). The figures are this machine's measurements
- * (shared/lab/BASELINES.md). */
+ * (perf/compare-tcp.sh on the 2-core development machine). */
 static int tcp_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card_tl *entry,
 		    const char **why)
 {
