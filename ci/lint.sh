@@ -32,6 +32,8 @@ done
 #   job       forming a job, xp_init, registry   includes: core, select, job,
 #             and inproc/ (a job of one rank is a local job)
 #   backends  src/<name>/                         includes: core, select, job, itself
+#   coll      collectives: reduction kernels,    includes: core, coll
+#             algorithms (on the p2p engine)
 # Backends never include each other.
 layer_may_include() { # $1: including directory, $2: included directory
 	local from=$1 to=$2
@@ -39,6 +41,7 @@ layer_may_include() { # $1: including directory, $2: included directory
 	case $from in
 	core) return 1 ;;
 	select) return 1 ;;
+	coll) return 1 ;;
 	job) [[ $to == select || $to == inproc ]] ;;
 	*) [[ $to == select || $to == job ]] ;;
 	esac

@@ -490,6 +490,27 @@ void xp_local_job_destroy(xp_local_job_t *job);
 int xp_local_run(int nranks, const xp_config_t *cfg, int (*fn)(xp_context_t *ctx, void *arg),
 		 void *arg);
 
+/** Element types of collective operations. */
+typedef enum xp_dtype {
+	XP_INT8 = 0,
+	XP_UINT8,
+	XP_INT32,
+	XP_UINT32,
+	XP_INT64,
+	XP_UINT64,
+	XP_FLOAT16,  /* IEEE 754 binary16 */
+	XP_BFLOAT16, /* the upper half of a binary32 */
+	XP_FLOAT32,
+	XP_FLOAT64,
+	XP_DTYPE_COUNT
+} xp_dtype_t;
+/* Reduction operators. XP_AVG (allreduce and reduce_scatter only) is the sum divided by the
+ * number of ranks (integers: truncated toward zero). float16 and bfloat16 are reduced in
+ * float32 and rounded once, to nearest even, at the end. Integer sums and products wrap. */
+typedef enum xp_op { XP_SUM = 0, XP_PROD, XP_MIN, XP_MAX, XP_AVG, XP_OP_COUNT } xp_op_t;
+/** Size in bytes of one element of @dtype, or 0 if it is not one. */
+size_t xp_dtype_size(xp_dtype_t dtype);
+
 #ifdef __cplusplus
 }
 #endif
