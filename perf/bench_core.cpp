@@ -12,6 +12,9 @@
  *    receives and unexpected messages, so what is measured is a lookup
  *    among many, not in an empty table. Each benchmark puts back what it
  *    took, so the state is the same at every iteration.
+ *  - reduce: the collectives' reduction kernels and float16 conversions
+ *    (src/coll/reduce.c) at 4 KiB, 64 KiB and 1 MiB, beside memcpy of the
+ *    same size in the same run.
  *
  * The pool, queue and ring headers use C11 _Atomic, which C++ cannot parse:
  * those loops live in bench_core_shim.c. match.h has no atomics and is
@@ -22,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "xport/xport.h"
@@ -48,6 +52,9 @@ struct bc_regs *bc_regs_create(int n);
 void bc_regs_destroy(struct bc_regs *r);
 long bc_regs_find(struct bc_regs *r, long n);
 long bc_regs_find_linear(struct bc_regs *r, long n);
+void bc_reduce(void *acc, const void *in, size_t count, int work, int op);
+void bc_f16_to_f32(float *out, const uint16_t *in, size_t n);
+void bc_f32_to_f16(uint16_t *out, const float *in, size_t n);
 }
 
 namespace
@@ -314,6 +321,98 @@ void BM_match_post_wildcard_walk(benchmark::State &state)
 	state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_match_post_wildcard_walk)->ArgName("queued")->RangeMultiplier(10)->Range(10, 10000);
+
+/* ------------------------------------------------------------------------- */
+/* Reduction kernels                                                         */
+
+/*
+ * Each benchmark's argument is the size in bytes of the array it works on:
+ * one operand of a reduction (which reads it and the accumulator and writes
+ * the accumulator: three times that in memory traffic), the float32 side of
+ * a conversion (the float16 side is half of it), the copy of memcpy. The
+ * bytes/s counter counts that size per iteration, so the rows compare what
+ * a collective handles per second. Sizes: one collective chunk in L1, one
+ * in L2, and one well past L2 (1 MiB of each of the two to three arrays).
+ */
+template <typename T> void reduce_sum(benchmark::State &state, xp_dtype_t work, T in_value)
+{
+	const size_t bytes = static_cast<size_t>(state.range(0));
+	const size_t n = bytes / sizeof(T);
+	// The accumulator grows by in_value each pass: small enough to stay
+	// finite (and normal) for floats, and integer sums wrap by design.
+	std::vector<T> acc(n, T(1)), in(n, in_value);
+	for (auto _ : state) {
+		bc_reduce(acc.data(), in.data(), n, work, XP_SUM);
+		benchmark::ClobberMemory();
+	}
+	state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+	state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+}
+
+void BM_reduce_sum_f32(benchmark::State &state)
+{
+	reduce_sum<float>(state, XP_FLOAT32, 1e-3f);
+}
+void BM_reduce_sum_f64(benchmark::State &state)
+{
+	reduce_sum<double>(state, XP_FLOAT64, 1e-3);
+}
+void BM_reduce_sum_i32(benchmark::State &state)
+{
+	reduce_sum<int32_t>(state, XP_INT32, 12345);
+}
+
+// float16 1.5 (0x3e00) and the float32 values it widens to.
+void BM_f16_to_f32(benchmark::State &state)
+{
+	const size_t bytes = static_cast<size_t>(state.range(0));
+	const size_t n = bytes / sizeof(float);
+	std::vector<uint16_t> in(n, 0x3e00);
+	std::vector<float> out(n);
+	for (auto _ : state) {
+		bc_f16_to_f32(out.data(), in.data(), n);
+		benchmark::ClobberMemory();
+	}
+	state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+	state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+}
+
+// Values that need rounding (1/3 and friends), none of them special.
+void BM_f32_to_f16(benchmark::State &state)
+{
+	const size_t bytes = static_cast<size_t>(state.range(0));
+	const size_t n = bytes / sizeof(float);
+	std::vector<float> in(n);
+	std::vector<uint16_t> out(n);
+	for (size_t i = 0; i < n; i++)
+		in[i] = static_cast<float>(i % 1000 + 1) / 3.0f;
+	for (auto _ : state) {
+		bc_f32_to_f16(out.data(), in.data(), n);
+		benchmark::ClobberMemory();
+	}
+	state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+	state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+}
+
+// The baseline: copying the same number of bytes.
+void BM_memcpy(benchmark::State &state)
+{
+	const size_t bytes = static_cast<size_t>(state.range(0));
+	std::vector<char> src(bytes, 1), dst(bytes);
+	for (auto _ : state) {
+		std::memcpy(dst.data(), src.data(), bytes);
+		benchmark::ClobberMemory();
+	}
+	state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+}
+
+#define REDUCE_SIZES(bm) BENCHMARK(bm)->ArgName("bytes")->Arg(4 << 10)->Arg(64 << 10)->Arg(1 << 20)
+REDUCE_SIZES(BM_memcpy);
+REDUCE_SIZES(BM_reduce_sum_f32);
+REDUCE_SIZES(BM_reduce_sum_f64);
+REDUCE_SIZES(BM_reduce_sum_i32);
+REDUCE_SIZES(BM_f16_to_f32);
+REDUCE_SIZES(BM_f32_to_f16);
 
 } // namespace
 

@@ -17,6 +17,7 @@
 #include "core/free_stack.h"
 #include "core/mpsc.h"
 #include "core/pool.h"
+#include "coll/reduce.h"
 
 struct bc_mpsc {
 	struct xpi_mpsc q;
@@ -41,6 +42,9 @@ struct bc_regs *bc_regs_create(int n);
 void bc_regs_destroy(struct bc_regs *r);
 long bc_regs_find(struct bc_regs *r, long n);
 long bc_regs_find_linear(struct bc_regs *r, long n);
+void bc_reduce(void *acc, const void *in, size_t count, int work, int op);
+void bc_f16_to_f32(float *out, const uint16_t *in, size_t n);
+void bc_f32_to_f16(uint16_t *out, const float *in, size_t n);
 
 /* Ordinary pages: hugetlb availability differs between hosts and would make
  * runs incomparable; the free-list code is the same either way. */
@@ -241,4 +245,20 @@ long bc_regs_find_linear(struct bc_regs *r, long n)
 		found += g == &r->regs[k];
 	}
 	return found;
+}
+
+/* The reduction kernels (src/coll/reduce.h), whose header uses C's restrict. */
+void bc_reduce(void *acc, const void *in, size_t count, int work, int op)
+{
+	xpi_reduce(acc, in, count, (xp_dtype_t)work, (xp_op_t)op);
+}
+
+void bc_f16_to_f32(float *out, const uint16_t *in, size_t n)
+{
+	xpi_f16_to_f32(out, in, n);
+}
+
+void bc_f32_to_f16(uint16_t *out, const float *in, size_t n)
+{
+	xpi_f32_to_f16(out, in, n);
 }

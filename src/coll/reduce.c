@@ -238,13 +238,15 @@ void xpi_f16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		uint32_t sign = (uint32_t)(in[i] & 0x8000) << 16;
 		uint32_t em = in[i] & 0x7fffu; /* exponent and mantissa */
-		uint32_t normal = (em << 13) + H_REBIAS;
-		/* Exponent 31: infinity, or a NaN made quiet (bit 22). */
-		uint32_t special = (em << 13) | 0x7f800000u | (em > 0x7c00 ? 0x00400000u : 0);
-		/* Exponent 0: mantissa x 2^-24, exact in float (and a normal one). */
+		/* Exponent 31 (infinity, NaN) is rebiased once more, to 255; a
+		 * NaN is made quiet (bit 22). */
+		uint32_t r = (em << 13) + H_REBIAS + (em >= 0x7c00 ? H_REBIAS : 0);
+		r |= em > 0x7c00 ? 0x00400000u : 0;
+		/* Exponent 0: mantissa x 2^-24, exact in float (and a normal one:
+		 * no subnormal float is made, so a program's flush-to-zero or
+		 * denormals-are-zero mode changes nothing). */
 		uint32_t sub = f32_bits((float)(int32_t)em * 0x1p-24f);
-		uint32_t r = em < 0x0400 ? sub : em >= 0x7c00 ? special : normal;
-		out[i] = f32_from(sign | r);
+		out[i] = f32_from(sign | (em < 0x0400 ? sub : r));
 	}
 }
 
