@@ -382,7 +382,7 @@ enum bad_case {
 static const char *const bad_names[] = {
 	"bad magic",
 	"EAGER longer than the eager limit",
-	"unknown communicator",
+	"communicator id out of range",
 	"CTS for a send never announced",
 	"DATA on the control channel",
 	"a valid frame, then another version",
@@ -435,7 +435,7 @@ static int bad_rank1(xp_context_t *ctx, enum bad_case k)
 		len = sizeof(out); /* and some of that payload */
 		break;
 	case BAD_UNKNOWN_COMM:
-		f.comm = 5;
+		f.comm = XPI_COMM_IDS; /* beyond every id a communicator can have */
 		f.payload_len = 16;
 		f.msg_len = 16;
 		xpi_frame_pack(&f, out);

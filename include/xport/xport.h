@@ -84,6 +84,14 @@ enum xp_tcp_zc {
 	XP_TCP_ZC_ON = 2,   /* to every peer, this host's included */
 };
 
+/** Allreduce algorithms (XP_ALLREDUCE_ALGO, xp_config_t.allreduce_algo). */
+enum xp_allreduce_algo {
+	XP_ALLREDUCE_AUTO = 0,               /* chosen by size and ranks */
+	XP_ALLREDUCE_RECURSIVE_DOUBLING = 1, /* log2(p) exchanges of the whole vector */
+	XP_ALLREDUCE_RING = 2,               /* reduce-scatter and allgather around a ring */
+	XP_ALLREDUCE_HIERARCHICAL = 3,       /* within each host, across hosts' leaders, back */
+};
+
 enum xp_log_level {
 	XP_LOG_NONE = 0,
 	XP_LOG_ERROR = 1, /* failures nobody is told of by a return code */
@@ -149,9 +157,18 @@ typedef struct xp_config {
 	 * is the process's: the context created last sets it. */
 	int log_level;
 	/* Debug lines of these subsystems: "all" or a list of
-	 * match,proto,pool,transport; XP_DEBUG; NULL: none. Process-wide like
-	 * log_level. */
+	 * match,proto,pool,transport,coll; XP_DEBUG; NULL: none. Process-wide
+	 * like log_level. */
 	const char *debug;
+	/* enum xp_allreduce_algo;
+	 * XP_ALLREDUCE_ALGO=auto|recursive_doubling|ring|hierarchical. */
+	int allreduce_algo;
+	/* The host this rank says it is on, instead of the one it finds
+	 * (boot id and namespaces): ranks that give the same text count as
+	 * one host (shared memory between them, one leader in hierarchical
+	 * collectives), others as other hosts. For tests and for containers
+	 * that share no /dev/shm; XP_HOST_ID; NULL: found. */
+	const char *host_id;
 } xp_config_t;
 
 /** Fills @cfg with defaults and then the XP_* environment. A variable whose
@@ -490,6 +507,74 @@ void xp_local_job_destroy(xp_local_job_t *job);
 int xp_local_run(int nranks, const xp_config_t *cfg, int (*fn)(xp_context_t *ctx, void *arg),
 		 void *arg);
 
+/* ------------------------------------------------------------------------- */
+/* Communicators                                                             */
+
+/** A color that puts the calling rank in no communicator (xp_comm_split). */
+#define XP_UNDEFINED (-32766)
+
+/**
+ * Creates a communicator of the same ranks as @comm, with its own tag space
+ * (messages on one never match receives on the other). Collective over
+ * @comm: every member calls it, in the same order as its other collective
+ * calls on @comm. The new communicator's id is agreed among the members by
+ * an exchange over @comm (no central counter). Returns 0 and *@out,
+ * -EINVAL, -ENOMEM, -EAGAIN (no id free on every member: free some), or the
+ * failure of that exchange (-ETIMEDOUT, -ECONNRESET naming the rank).
+ */
+int xp_comm_dup(xp_comm_t *comm, xp_comm_t **out);
+
+/**
+ * MPI_Comm_split: the ranks of @comm that give the same @color (>= 0) form
+ * one new communicator, ordered by @key, then by their rank in @comm.
+ * @color XP_UNDEFINED: this rank joins none and *@out is set to NULL.
+ * Collective over @comm, as xp_comm_dup. Returns as xp_comm_dup; -EINVAL
+ * for a negative color other than XP_UNDEFINED.
+ */
+int xp_comm_split(xp_comm_t *comm, int color, int key, xp_comm_t **out);
+
+/**
+ * Frees a communicator from xp_comm_dup or xp_comm_split once the program
+ * has completed every operation on it. Local (not collective). NULL and
+ * the world communicator are ignored.
+ */
+void xp_comm_free(xp_comm_t *comm);
+
+/* ------------------------------------------------------------------------- */
+/* Many requests                                                             */
+
+/**
+ * Waits for all @n requests (NULL entries count as done), at most
+ * @timeout_ms in all (as xp_wait). Every request that completes is freed
+ * and its entry set to NULL; @statuses (NULL, or @n entries) gets each
+ * one's status. When the deadline passes, the requests still pending are
+ * cancelled as xp_wait cancels one. Returns 0 if all succeeded, else the
+ * code of the first (in array order) that failed; xp_error_detail()
+ * describes that one.
+ */
+int xp_waitall(size_t n, xp_request_t **reqs, int timeout_ms, xp_status_t *statuses);
+
+/**
+ * Waits until one of the @n requests completes (at most @timeout_ms; the
+ * others are left as they are), frees it, sets its entry to NULL and
+ * writes its index to *@index and its status to @status (may be NULL).
+ * Returns 0 or that request's code; -ETIMEDOUT with *@index = n when the
+ * deadline passed first (nothing is cancelled); -EINVAL when every entry
+ * is NULL.
+ */
+int xp_waitany(size_t n, xp_request_t **reqs, int timeout_ms, size_t *index, xp_status_t *status);
+
+/**
+ * Without blocking, completes every one of the @n requests that is done:
+ * frees it, sets its entry to NULL, and appends its index to @indices and
+ * its status to @statuses (either may be NULL; each @n entries). Returns
+ * how many it completed (>= 0).
+ */
+int xp_testsome(size_t n, xp_request_t **reqs, size_t *indices, xp_status_t *statuses);
+
+/* ------------------------------------------------------------------------- */
+/* Collectives                                                               */
+
 /** Element types of collective operations. */
 typedef enum xp_dtype {
 	XP_INT8 = 0,
@@ -504,12 +589,86 @@ typedef enum xp_dtype {
 	XP_FLOAT64,
 	XP_DTYPE_COUNT
 } xp_dtype_t;
-/* Reduction operators. XP_AVG (allreduce and reduce_scatter only) is the sum divided by the
- * number of ranks (integers: truncated toward zero). float16 and bfloat16 are reduced in
- * float32 and rounded once, to nearest even, at the end. Integer sums and products wrap. */
+
+/**
+ * Reduction operators. XP_AVG (allreduce and reduce_scatter only) is the
+ * sum divided by the number of ranks (integers: truncated toward zero).
+ * float16 and bfloat16 are reduced in float32 and rounded once, to
+ * nearest even, at the end. Integer sums and products wrap.
+ */
 typedef enum xp_op { XP_SUM = 0, XP_PROD, XP_MIN, XP_MAX, XP_AVG, XP_OP_COUNT } xp_op_t;
+
 /** Size in bytes of one element of @dtype, or 0 if it is not one. */
 size_t xp_dtype_size(xp_dtype_t dtype);
+
+/** Pass as the send buffer of a collective to work in the receive buffer. */
+#define XP_IN_PLACE ((void *)(uintptr_t)1)
+
+/*
+ * Collectives are collective over their communicator: every member calls
+ * the same operations in the same order with matching arguments (counts,
+ * types, operators, roots); arguments that differ are reported naming the
+ * ranks where the protocol can see them. They use a tag space of their
+ * own per communicator, so they never match the program's receives, even
+ * XP_ANY_SOURCE with a zero mask, and may run while the program's own
+ * messages flow on the same communicator. They wait at most the context's
+ * timeout; a rank that dies fails the call on every other rank naming it.
+ * Counts are in elements.
+ */
+
+/** Returns when every member has entered it. */
+int xp_barrier(xp_comm_t *comm);
+
+/** Root's @count elements of @buf to every member's @buf. */
+int xp_bcast(xp_comm_t *comm, void *buf, size_t count, xp_dtype_t dtype, int root);
+
+/** Every member's @recvbuf gets the reduction of every member's @sendbuf
+ * (or @recvbuf, with XP_IN_PLACE). */
+int xp_allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+		 xp_dtype_t dtype, xp_op_t op);
+
+/**
+ * Which algorithm xp_allreduce would use for @count elements of @dtype on
+ * @comm (the cost model's choice, or XP_ALLREDUCE_ALGO): returns the enum
+ * xp_allreduce_algo value (> 0) and *@name ("recursive_doubling", "ring",
+ * "hierarchical"), or -EINVAL. Local: sends nothing.
+ */
+int xp_allreduce_algo_get(xp_comm_t *comm, size_t count, xp_dtype_t dtype, const char **name);
+
+/** As xp_allreduce, the result at @root only (others' @recvbuf may be NULL). */
+int xp_reduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, xp_dtype_t dtype,
+	      xp_op_t op, int root);
+
+/** @recvbuf (size * @count elements) gets every member's @count elements in
+ * rank order. XP_IN_PLACE: this rank's part is already at its place. */
+int xp_allgather(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+		 xp_dtype_t dtype);
+
+/**
+ * Reduces size * @count elements of every member's @sendbuf and leaves
+ * block r (elements r * @count to (r + 1) * @count - 1) of the result in
+ * rank r's @recvbuf (@count elements): MPI_Reduce_scatter_block.
+ * XP_IN_PLACE: the input is @recvbuf's size * @count elements and the
+ * result its first @count. XP_AVG allowed.
+ */
+int xp_reduce_scatter(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+		      xp_dtype_t dtype, xp_op_t op);
+
+/** Block j (@count elements) of @sendbuf goes to rank j, whose block r of
+ * @recvbuf it becomes. XP_IN_PLACE: @recvbuf holds the blocks to send. */
+int xp_alltoall(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+		xp_dtype_t dtype);
+
+/** Every member's @count elements to @root's @recvbuf (size * @count, in
+ * rank order; others' may be NULL). XP_IN_PLACE at the root: its part is
+ * already at its place. */
+int xp_gather(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, xp_dtype_t dtype,
+	      int root);
+
+/** Block r of @root's @sendbuf (size * @count elements) to rank r's
+ * @recvbuf. XP_IN_PLACE as @recvbuf at the root: its block stays. */
+int xp_scatter(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, xp_dtype_t dtype,
+	       int root);
 
 #ifdef __cplusplus
 }

@@ -94,14 +94,17 @@ int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
 	out->shm_cma_min = cfg.shm_cma_min;
 	out->tcp_zc = cfg.tcp_zc;
 	out->log_level = cfg.log_level;
+	out->allreduce_algo = cfg.allreduce_algo;
 	out->debug_mask = xpi_settings_debug_mask(cfg.debug);
 	copy_text(out->debug, sizeof(out->debug), cfg.debug);
+	copy_text(out->host_id, sizeof(out->host_id), cfg.host_id);
 	/* The strings of the given config need not outlive this call. */
 	out->given = cfg;
 	out->given.job_key = out->has_job_key ? out->job_key : NULL;
 	out->given.socket_ifname = cfg.socket_ifname != NULL ? out->socket_ifname : NULL;
 	out->given.transports = cfg.transports != NULL ? out->transports : NULL;
 	out->given.debug = cfg.debug != NULL ? out->debug : NULL;
+	out->given.host_id = cfg.host_id != NULL ? out->host_id : NULL;
 	xpi_log_configure(out->log_level, out->debug_mask);
 	log_settings(out, table, count);
 	return 0;

@@ -25,8 +25,10 @@ struct xpi_config {
 	size_t shm_cma_min;     /* SIZE_MAX: off */
 	int tcp_zc;             /* enum xp_tcp_zc */
 	int log_level;          /* enum xp_log_level */
+	int allreduce_algo;     /* enum xp_allreduce_algo */
 	unsigned debug_mask;    /* xpi_settings_debug_mask */
 	char debug[128];        /* as given, "" : unset */
+	char host_id[64];       /* XP_HOST_ID, "" : unset */
 	/* What xport-info shows: every setting's value as given and where it
 	 * came from, in the table's order. */
 	xp_config_t given;

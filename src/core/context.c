@@ -34,6 +34,8 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 	xpi_mpsc_init(&ctx->cmdq);
 	xpi_dlist_init(&ctx->reposts);
 	ctx->world = (struct xp_comm){ .ctx = ctx, .id = 0, .rank = rank, .size = size };
+	pthread_mutex_init(&ctx->comm_lock, NULL);
+	ctx->comm_ids_used[0] = 1; /* the world's pair */
 
 	int rc = -ENOMEM;
 	ctx->peers = calloc((size_t)size, sizeof(*ctx->peers));
@@ -183,6 +185,7 @@ void xpi_context_destroy(xp_context_t *ctx)
 	free(ctx->regs);
 	free(ctx->reg_max_end);
 	xpi_match_fini(&ctx->match);
+	pthread_mutex_destroy(&ctx->comm_lock);
 	free(ctx->peers);
 	free(ctx);
 }

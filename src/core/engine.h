@@ -14,6 +14,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "xport/xport.h"
@@ -78,6 +79,7 @@ struct xp_request {
 	uint8_t op;
 	uint8_t proto;
 	bool blocking;             /* posted by xp_send/xp_recv/xp_recv_buf: texts name that call */
+	const xp_comm_t *comm_obj; /* its communicator, for the status's source rank */
 	_Atomic int cancel_reason; /* 0, -ETIMEDOUT or -ECANCELED: asked for */
 	_Atomic int rndv_state;    /* enum xpi_rndv_state */
 	_Atomic int refs;
@@ -129,6 +131,12 @@ struct xpi_peer {
 	/* Set when the peer's transport lost it: the error, and why. */
 	int failed;
 	char failed_why[96];
+	/* Where the peer is and what reaching it costs, for the collectives'
+	 * cost model: its host's index in the job (ranks that share a host
+	 * share it), and the latency of the small lane and the bandwidth of
+	 * the bulk one as their capability cards declare them. */
+	int host;
+	uint32_t lat_ns, bw_mbps;
 };
 
 struct xpi_reg {
@@ -146,11 +154,56 @@ struct xp_mem {
 	struct xpi_reg reg;
 };
 
+/*
+ * A communicator: a group of the job's ranks and two tag spaces, its
+ * program's (id, even) and its collectives' (id + 1). Ids come in pairs
+ * from 0 (the world) to XPI_COMM_IDS - 2, agreed by the members when the
+ * communicator is made (src/coll/comm.c). Ranks in it are numbered 0 to
+ * size - 1; the engine and the transports know only the job's (world)
+ * ranks, so p2p.c translates on the way in and out.
+ */
+#define XPI_COMM_IDS 4096 /* ids 0 to 4095: 2048 communicators at once */
 struct xp_comm {
 	xp_context_t *ctx;
 	uint32_t id;
 	int rank, size;
+	int *to_world;   /* [size]: a member's world rank; NULL for the world */
+	int *from_world; /* [ctx->size]: a world rank's rank here, or -1; NULL for the world */
+	/* Collective calls started on it by this rank, which every member
+	 * counts alike: part of each collective message's tag. */
+	uint32_t coll_seq;
+	/* Children made from it (dup, split): their ids' agreement runs on it. */
+	uint32_t child_seq;
+	/* The collectives' cost model's figures (src/coll/cost.c), found at
+	 * the first collective that needs them. */
+	bool cost_known;
+	int nhosts, max_per_host;
+	uint32_t lat_intra, bw_intra, lat_inter, bw_inter, lat_all, bw_all;
 };
+
+/* Point-to-point in a communicator's collective tag space (p2p.c), for
+ * src/coll: as xp_isend and xp_irecv (exact tag), @dest and @source ranks
+ * of @comm. */
+int xpi_coll_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag,
+		   xp_request_t **req);
+int xpi_coll_irecv(xp_comm_t *comm, void *buf, size_t cap, int source, uint64_t tag,
+		   xp_request_t **req);
+
+static inline int xpi_comm_world_rank(const xp_comm_t *c, int rank)
+{
+	return c->to_world != NULL ? c->to_world[rank] : rank;
+}
+
+static inline int xpi_comm_local_rank(const xp_comm_t *c, int world_rank)
+{
+	return c->from_world != NULL ? c->from_world[world_rank] : world_rank;
+}
+
+/* The tag space of a communicator's collectives. */
+static inline uint32_t xpi_comm_coll_id(const xp_comm_t *c)
+{
+	return c->id + 1;
+}
 
 struct xpi_tl_slot {
 	const struct xpi_tl_ops *ops;
@@ -212,6 +265,11 @@ struct xp_context {
 	uint64_t *reg_max_end;
 	uint32_t nregs, regs_cap;
 	struct xp_comm world;
+	/* Communicator ids in use here, a bit per pair (src/coll/comm.c);
+	 * the lock is for the program's threads making communicators, never
+	 * the engine's. */
+	pthread_mutex_t comm_lock;
+	uint8_t comm_ids_used[XPI_COMM_IDS / 16];
 	struct xpi_msg *free_msgs; /* owner: descriptor cache */
 	void *local_job;           /* set if a local job owns this context */
 	struct xpi_boot *boot;     /* set for a rank of a networked job */
@@ -356,10 +414,13 @@ void xpi_engine_fail_request(xp_context_t *ctx, xp_request_t *r, int peer);
 
 /* True if @comm names a communicator of this rank (frames from the wire
  * name one; only the world exists so far). */
+/* A message may name any communicator id in range: its communicator may
+ * not exist here yet (its members finish making it at different times),
+ * and its messages wait as unexpected ones until it does. */
 static inline bool xpi_engine_comm_valid(const xp_context_t *ctx, uint32_t comm)
 {
 	(void)ctx;
-	return comm == 0;
+	return comm < XPI_COMM_IDS;
 }
 
 /*

@@ -49,8 +49,10 @@ static int check_args(const char *call, const xp_comm_t *comm, const void *buf, 
 	return 0;
 }
 
-static int start_send(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag,
-		      bool blocking, xp_request_t **req)
+/* @space: the communicator's id (the program's messages) or its
+ * collectives' (xpi_comm_coll_id). @dest is a rank of @comm. */
+static int start_send(xp_comm_t *comm, uint32_t space, const void *buf, size_t len, int dest,
+		      uint64_t tag, bool blocking, xp_request_t **req)
 {
 	const char *call = blocking ? "xp_send" : "xp_isend";
 	if (xpi_unlikely(check_args(call, comm, buf, len, dest, false, true, req) < 0))
@@ -62,8 +64,9 @@ static int start_send(xp_comm_t *comm, const void *buf, size_t len, int dest, ui
 				"the request",
 				comm->ctx->rank, call, dest, (unsigned long long)tag);
 	r->blocking = blocking;
-	r->comm = comm->id;
-	r->peer = dest;
+	r->comm_obj = comm;
+	r->comm = space;
+	r->peer = xpi_comm_world_rank(comm, dest);
 	r->tag = tag;
 	r->mask = XP_TAG_EXACT;
 	r->buf = (void *)buf; /* lent to us until the request completes; never written */
@@ -76,11 +79,11 @@ static int start_send(xp_comm_t *comm, const void *buf, size_t len, int dest, ui
 XPI_EXPORT int xp_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag,
 			xp_request_t **req)
 {
-	return start_send(comm, buf, len, dest, tag, false, req);
+	return start_send(comm, comm != NULL ? comm->id : 0, buf, len, dest, tag, false, req);
 }
 
-static int post_recv(xp_comm_t *comm, uint8_t op, void *buf, size_t cap, int source, uint64_t tag,
-		     uint64_t mask, bool blocking, xp_request_t **req)
+static int post_recv(xp_comm_t *comm, uint32_t space, uint8_t op, void *buf, size_t cap, int source,
+		     uint64_t tag, uint64_t mask, bool blocking, xp_request_t **req)
 {
 	static const char *const calls[2][2] = { { "xp_irecv_buf", "xp_irecv" },
 						 { "xp_recv_buf", "xp_recv" } };
@@ -93,8 +96,9 @@ static int post_recv(xp_comm_t *comm, uint8_t op, void *buf, size_t cap, int sou
 		return xpi_fail(-ENOMEM, "rank %d: %s: no memory for the request", comm->ctx->rank,
 				call);
 	r->blocking = blocking;
-	r->comm = comm->id;
-	r->peer = source;
+	r->comm_obj = comm;
+	r->comm = space;
+	r->peer = source == XP_ANY_SOURCE ? source : xpi_comm_world_rank(comm, source);
 	r->tag = tag;
 	r->mask = mask;
 	r->buf = buf;
@@ -107,13 +111,15 @@ static int post_recv(xp_comm_t *comm, uint8_t op, void *buf, size_t cap, int sou
 XPI_EXPORT int xp_irecv(xp_comm_t *comm, void *buf, size_t cap, int source, uint64_t tag,
 			uint64_t mask, xp_request_t **req)
 {
-	return post_recv(comm, XPI_OP_RECV, buf, cap, source, tag, mask, false, req);
+	return post_recv(comm, comm != NULL ? comm->id : 0, XPI_OP_RECV, buf, cap, source, tag,
+			 mask, false, req);
 }
 
 XPI_EXPORT int xp_irecv_buf(xp_comm_t *comm, int source, uint64_t tag, uint64_t mask,
 			    xp_request_t **req)
 {
-	return post_recv(comm, XPI_OP_RECV_BUF, NULL, 0, source, tag, mask, false, req);
+	return post_recv(comm, comm != NULL ? comm->id : 0, XPI_OP_RECV_BUF, NULL, 0, source, tag,
+			 mask, false, req);
 }
 
 /* Asks the owner to cancel @r for @reason, once. */
@@ -139,9 +145,12 @@ static int finish(xp_request_t **reqp, xp_status_t *status)
 {
 	xp_request_t *r = *reqp;
 	int err = r->status.error;
-	if (status != NULL)
+	if (status != NULL) {
 		*status = r->status;
-	else if (r->status.buf != NULL)
+		/* The engine knows world ranks; the program, its communicator's. */
+		if (r->comm_obj != NULL && status->source >= 0)
+			status->source = xpi_comm_local_rank(r->comm_obj, status->source);
+	} else if (r->status.buf != NULL)
 		xpi_buf_put(r->status.buf); /* nobody can take it: give it back */
 	if (err != 0) {
 		xpi_set_thread_detail(r->detail != NULL ? r->detail : xp_strerror(err));
@@ -289,7 +298,7 @@ XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 XPI_EXPORT int xp_send(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag)
 {
 	xp_request_t *r;
-	int rc = start_send(comm, buf, len, dest, tag, true, &r);
+	int rc = start_send(comm, comm != NULL ? comm->id : 0, buf, len, dest, tag, true, &r);
 	if (rc < 0)
 		return rc;
 	return xp_wait(&r, XP_TIMEOUT_DEFAULT, NULL);
@@ -299,7 +308,8 @@ XPI_EXPORT int xp_recv(xp_comm_t *comm, void *buf, size_t cap, int source, uint6
 		       uint64_t mask, xp_status_t *status)
 {
 	xp_request_t *r;
-	int rc = post_recv(comm, XPI_OP_RECV, buf, cap, source, tag, mask, true, &r);
+	int rc = post_recv(comm, comm != NULL ? comm->id : 0, XPI_OP_RECV, buf, cap, source, tag,
+			   mask, true, &r);
 	if (rc < 0)
 		return rc;
 	return xp_wait(&r, XP_TIMEOUT_DEFAULT, status);
@@ -312,7 +322,8 @@ XPI_EXPORT int xp_recv_buf(xp_comm_t *comm, int source, uint64_t tag, uint64_t m
 		return xpi_fail(-EINVAL, "xp_recv_buf: no place for the buffer (NULL)");
 	xp_request_t *r;
 	xp_status_t st;
-	int rc = post_recv(comm, XPI_OP_RECV_BUF, NULL, 0, source, tag, mask, true, &r);
+	int rc = post_recv(comm, comm != NULL ? comm->id : 0, XPI_OP_RECV_BUF, NULL, 0, source, tag,
+			   mask, true, &r);
 	if (rc < 0)
 		return rc;
 	rc = xp_wait(&r, XP_TIMEOUT_DEFAULT, &st);
@@ -321,4 +332,17 @@ XPI_EXPORT int xp_recv_buf(xp_comm_t *comm, int source, uint64_t tag, uint64_t m
 	if (rc == 0)
 		*buf = st.buf;
 	return rc;
+}
+
+int xpi_coll_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag,
+		   xp_request_t **req)
+{
+	return start_send(comm, xpi_comm_coll_id(comm), buf, len, dest, tag, false, req);
+}
+
+int xpi_coll_irecv(xp_comm_t *comm, void *buf, size_t cap, int source, uint64_t tag,
+		   xp_request_t **req)
+{
+	return post_recv(comm, xpi_comm_coll_id(comm), XPI_OP_RECV, buf, cap, source, tag,
+			 XP_TAG_EXACT, false, req);
 }

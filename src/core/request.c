@@ -75,6 +75,8 @@ xp_request_t *xpi_request_new(xp_context_t *ctx, uint8_t op)
 	r->waited_ms = 0;
 	r->status = (xp_status_t){ .source = XP_ANY_SOURCE };
 	r->detail = NULL;
+	r->blocking = false;
+	r->comm_obj = NULL;
 	return r;
 }
 

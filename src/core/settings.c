@@ -18,7 +18,9 @@ static const char *const thread_names[] = { "multi", "serialized", NULL };
 static const char *const zc_names[] = { "auto", "off", "on", NULL };
 static const char *const level_names[] = { "none", "error", "warn", "info", "debug", NULL };
 /* XP_DEBUG's subsystems; "all" is accepted besides. */
-static const char *const debug_names[] = { "match", "proto", "pool", "transport", NULL };
+static const char *const debug_names[] = { "match", "proto", "pool", "transport", "coll", NULL };
+static const char *const allreduce_names[] = { "auto", "recursive_doubling", "ring", "hierarchical",
+					       NULL };
 
 #define F(name) offsetof(xp_config_t, name)
 
@@ -55,6 +57,10 @@ static const struct xpi_setting table[] = {
 	  "what the log prints (process-wide)" },
 	{ "XP_DEBUG", "debug", XPI_SET_LIST, F(debug), 0, 127, debug_names, NULL,
 	  "debug lines of these subsystems (process-wide)" },
+	{ "XP_ALLREDUCE_ALGO", "allreduce_algo", XPI_SET_ENUM, F(allreduce_algo), 0, 0,
+	  allreduce_names, NULL, "allreduce algorithm (auto: by the cost model)" },
+	{ "XP_HOST_ID", "host_id", XPI_SET_STRING, F(host_id), 1, 63, NULL, NULL,
+	  "the host this rank says it is on (tests, containers)" },
 };
 
 _Static_assert(XPI_ARRAY_SIZE(table) <= XPI_SETTINGS_MAX, "XPI_SETTINGS_MAX too small");

@@ -89,8 +89,14 @@ int xpi_local_job_create(int n, const struct xpi_config *cfg, xp_local_job_t **o
 		rc = xpi_context_add_tl(job->ctxs[i], &xpi_inproc_ops, ip);
 		if (rc < 0)
 			goto fail;
-		for (int p = 0; p < n; p++)
+		for (int p = 0; p < n; p++) {
 			xpi_context_set_peer_tl(job->ctxs[i], p, 0);
+			/* One host; the figures measured here (a 0.3 us round
+			 * half, copies at memory speed). */
+			job->ctxs[i]->peers[p].host = 0;
+			job->ctxs[i]->peers[p].lat_ns = 300;
+			job->ctxs[i]->peers[p].bw_mbps = 20000;
+		}
 	}
 	*out = job;
 	return 0;

@@ -39,7 +39,10 @@ static int make_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card *
 {
 	memset(c, 0, sizeof(*c));
 	c->rank = (uint32_t)ctx->rank;
-	xpi_card_host_id(c->host);
+	if (ctx->cfg.host_id[0] != '\0')
+		xpi_card_host_id_named(ctx->cfg.host_id, c->host);
+	else
+		xpi_card_host_id(c->host);
 	for (const struct xpi_backend *const *b = xpi_backends; *b != NULL; b++) {
 		if (c->ntl == XPI_CARD_MAX_TL)
 			break;
@@ -126,6 +129,39 @@ static int negotiate(xp_context_t *ctx, struct xpi_boot *boot, struct negotiatio
 	free(blob);
 	free(all);
 	return rc;
+}
+
+/* A transport's declared figures on this rank's card. */
+static const struct xpi_card_tl *card_entry(const struct xpi_card *c, uint8_t type)
+{
+	for (unsigned i = 0; i < c->ntl; i++)
+		if (c->tl[i].type == type)
+			return &c->tl[i];
+	return NULL;
+}
+
+/* Every peer's host index (first appearance order of the cards' host
+ * ids) and the cost of its lanes, for the collectives. */
+static void learn_hosts_and_costs(xp_context_t *ctx, const struct negotiation *ng)
+{
+	int n = ctx->size;
+	for (int p = 0; p < n; p++) {
+		const uint8_t *host = p == ctx->rank ? ng->mine.host : ng->theirs[p].host;
+		ctx->peers[p].host = p;
+		for (int q = 0; q < p; q++) {
+			const uint8_t *other = q == ctx->rank ? ng->mine.host : ng->theirs[q].host;
+			if (memcmp(host, other, sizeof(ng->mine.host)) == 0) {
+				ctx->peers[p].host = ctx->peers[q].host;
+				break;
+			}
+		}
+		if (p == ctx->rank)
+			continue;
+		const struct xpi_card_tl *s = card_entry(&ng->mine, ng->lanes[p].small);
+		const struct xpi_card_tl *b = card_entry(&ng->mine, ng->lanes[p].bulk);
+		ctx->peers[p].lat_ns = s != NULL ? s->lat_ns : 5000;
+		ctx->peers[p].bw_mbps = b != NULL ? b->bw_mbps : 1000;
+	}
 }
 
 static void destroy_networked(xp_context_t *ctx)
@@ -256,6 +292,8 @@ static int init_networked(const struct xpi_config *cfg, struct xpi_boot *boot, x
 		rc = negotiate(ctx, boot, &ng);
 	if (rc == 0)
 		rc = attach_transports(ctx, boot, &ng);
+	if (rc == 0)
+		learn_hosts_and_costs(ctx, &ng);
 	negotiation_free(&ng);
 	if (rc < 0) {
 		destroy_networked(ctx);

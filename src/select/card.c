@@ -232,6 +232,18 @@ void xpi_card_host_id(uint8_t out[16])
 	}
 }
 
+void xpi_card_host_id_named(const char *name, uint8_t out[16])
+{
+	static const uint8_t lo[XPI_SIPHASH_KEY_LEN] = "xport-host-nm-lo";
+	static const uint8_t hi[XPI_SIPHASH_KEY_LEN] = "xport-host-nm-hi";
+	size_t n = strlen(name);
+	uint64_t a = xpi_siphash24(lo, name, n), b = xpi_siphash24(hi, name, n);
+	for (int i = 0; i < 8; i++) {
+		out[i] = (uint8_t)(a >> (8 * i));
+		out[8 + i] = (uint8_t)(b >> (8 * i));
+	}
+}
+
 static const struct {
 	const char *name;
 	uint8_t type;

@@ -141,6 +141,10 @@ bool xpi_card_equal(const struct xpi_card *a, const struct xpi_card *b);
  */
 void xpi_card_host_id(uint8_t out[16]);
 
+/* The host identity of a rank told its host's name (XP_HOST_ID), in the
+ * place of xpi_card_host_id's: equal names, equal ids. */
+void xpi_card_host_id_named(const char *name, uint8_t out[16]);
+
 /*
  * Parses a preference list such as "shm,tcp" (XP_TRANSPORTS): names shm,
  * rdma, dpdk and tcp, any case, separated by commas, blanks around a name

@@ -475,7 +475,7 @@ static int poll_ring(struct xpi_shm *s, int src)
 			return n;
 		}
 		if (!xpi_engine_comm_valid(s->ctx, sm.comm)) {
-			ring_malformed(s, src, "unknown communicator");
+			ring_malformed(s, src, "communicator id out of range");
 			return n;
 		}
 		struct xpi_msg m;

@@ -151,7 +151,7 @@ static bool got_header(struct tcp_conn *c, const struct xpi_frame *f)
 	case XPI_FRAME_EAGER:
 	case XPI_FRAME_RTS:
 		if (!xpi_engine_comm_valid(c->tcp->ctx, f->comm)) {
-			protocol_error(c, "unknown communicator");
+			protocol_error(c, "communicator id out of range");
 			return false;
 		}
 		if (f->type == XPI_FRAME_RTS && f->payload_len == 0)

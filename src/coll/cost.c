@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The collectives' cost model: which allreduce algorithm is fastest for a
+ * vector of n bytes over p ranks on h hosts, from the latency (alpha) and
+ * bandwidth (1/beta) of the links involved, as the capability cards
+ * declare them (or the in-process transport's figures):
+ *
+ *   recursive doubling  (ceil(log2 p) + 2 if p is no power of two) (a + n b)
+ *   ring                2 (p - 1) (a + n b / p)
+ *   hierarchical        2 ceil(log2 l) (a' + n b')          within a host of l ranks
+ *                       + the better of the two above over the h leaders, across hosts
+ *
+ * with a and b the slowest link of the group (across hosts if it spans
+ * them), a' and b' the slowest within a host. The same inputs on every
+ * rank give the same choice everywhere, which the algorithms need.
+ */
+#include <math.h>
+
+#include "coll.h"
+
+static double link_ns(uint32_t lat_ns, uint32_t bw_mbps, double bytes)
+{
+	/* bw in 10^6 B/s: bytes / bw is microseconds. */
+	return (double)lat_ns + bytes * 1000.0 / (bw_mbps > 0 ? bw_mbps : 1);
+}
+
+static int ceil_log2(int p)
+{
+	int k = 0;
+	while ((1 << k) < p)
+		k++;
+	return k;
+}
+
+static double t_rd(int p, uint32_t lat, uint32_t bw, double n)
+{
+	if (p <= 1)
+		return 0;
+	int pof2 = 1;
+	while (pof2 * 2 <= p)
+		pof2 *= 2;
+	return (ceil_log2(pof2) + (pof2 != p ? 2 : 0)) * link_ns(lat, bw, n);
+}
+
+static double t_ring(int p, uint32_t lat, uint32_t bw, double n)
+{
+	if (p <= 1)
+		return 0;
+	return 2.0 * (p - 1) * link_ns(lat, bw, n / p);
+}
+
+/* The figures of @comm's members, found once. */
+static void learn(xp_comm_t *comm)
+{
+	xp_context_t *ctx = comm->ctx;
+	int p = comm->size, me = xpi_comm_world_rank(comm, comm->rank);
+	comm->lat_intra = comm->lat_inter = comm->lat_all = 0;
+	comm->bw_intra = comm->bw_inter = comm->bw_all = UINT32_MAX;
+	comm->nhosts = 0;
+	comm->max_per_host = 0;
+	for (int r = 0; r < p; r++) {
+		int w = xpi_comm_world_rank(comm, r);
+		const struct xpi_peer *peer = &ctx->peers[w];
+		bool first = true;
+		int on_host = 0;
+		for (int q = 0; q < p; q++) {
+			int h = ctx->peers[xpi_comm_world_rank(comm, q)].host;
+			on_host += h == peer->host;
+			if (q < r && h == peer->host)
+				first = false;
+		}
+		comm->nhosts += first;
+		if (on_host > comm->max_per_host)
+			comm->max_per_host = on_host;
+		if (w == me)
+			continue;
+		bool same = peer->host == ctx->peers[me].host;
+		uint32_t *lat = same ? &comm->lat_intra : &comm->lat_inter;
+		uint32_t *bw = same ? &comm->bw_intra : &comm->bw_inter;
+		if (peer->lat_ns > *lat)
+			*lat = peer->lat_ns;
+		if (peer->bw_mbps < *bw)
+			*bw = peer->bw_mbps;
+		if (peer->lat_ns > comm->lat_all)
+			comm->lat_all = peer->lat_ns;
+		if (peer->bw_mbps < comm->bw_all)
+			comm->bw_all = peer->bw_mbps;
+	}
+	comm->cost_known = true;
+}
+
+const char *xpi_allreduce_algo_name(int algo)
+{
+	switch (algo) {
+	case XP_ALLREDUCE_RING:
+		return "ring";
+	case XP_ALLREDUCE_HIERARCHICAL:
+		return "hierarchical";
+	default:
+		return "recursive_doubling";
+	}
+}
+
+void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count,
+			  struct xpi_allreduce_plan *plan)
+{
+	if (!comm->cost_known)
+		learn(comm);
+	double n = (double)bytes;
+	int p = comm->size;
+	plan->t_rd_ns = t_rd(p, comm->lat_all, comm->bw_all, n);
+	/* The ring needs a block per rank. */
+	plan->t_ring_ns = count >= (size_t)p ? t_ring(p, comm->lat_all, comm->bw_all, n) : INFINITY;
+	plan->t_hier_ns = INFINITY;
+	plan->across = XP_ALLREDUCE_RECURSIVE_DOUBLING;
+	/* Hierarchical: only when some host has several ranks and there are
+	 * several hosts. */
+	if (comm->nhosts > 1 && comm->max_per_host > 1) {
+		int h = comm->nhosts;
+		double across_rd = t_rd(h, comm->lat_inter, comm->bw_inter, n);
+		double across_ring = count >= (size_t)h ?
+					     t_ring(h, comm->lat_inter, comm->bw_inter, n) :
+					     INFINITY;
+		plan->across = across_ring < across_rd ? XP_ALLREDUCE_RING :
+							 XP_ALLREDUCE_RECURSIVE_DOUBLING;
+		plan->t_hier_ns = 2.0 * ceil_log2(comm->max_per_host) *
+					  link_ns(comm->lat_intra, comm->bw_intra, n) +
+				  (across_ring < across_rd ? across_ring : across_rd);
+	}
+	int forced = comm->ctx->cfg.allreduce_algo;
+	plan->forced = forced != XP_ALLREDUCE_AUTO;
+	if (plan->forced) {
+		plan->algo = forced;
+		/* What cannot run here runs as the nearest that can. */
+		if (forced == XP_ALLREDUCE_RING && count < (size_t)p)
+			plan->algo = XP_ALLREDUCE_RECURSIVE_DOUBLING;
+		return;
+	}
+	plan->algo = XP_ALLREDUCE_RECURSIVE_DOUBLING;
+	double best = plan->t_rd_ns;
+	if (plan->t_ring_ns < best) {
+		best = plan->t_ring_ns;
+		plan->algo = XP_ALLREDUCE_RING;
+	}
+	if (plan->t_hier_ns < best)
+		plan->algo = XP_ALLREDUCE_HIERARCHICAL;
+}
