@@ -480,6 +480,72 @@ static void check_many(xp_comm_t *world)
 	T_OK(xp_waitall(0, NULL, 0, NULL));
 }
 
+/* Several nonblocking collectives in flight at once, on two
+ * communicators, beside the program's own messages, finished in an order
+ * that differs from rank to rank: each must complete right, and no rank
+ * may wait for another that waits for something else. */
+static void check_nonblocking(xp_comm_t *world)
+{
+	int n = xp_comm_size(world), r = xp_comm_rank(world);
+	xp_comm_t *dup;
+	T_OK(xp_comm_dup(world, &dup));
+	enum { C1 = 1000, C2 = 20011, K = 6 };
+	int32_t *a = malloc(C1 * 4), *b = malloc(C2 * 4), *g = malloc((size_t)n * 7 * 4);
+	int32_t bc[5], mine[7], token = r, got = -1;
+	for (size_t i = 0; i < C1; i++)
+		a[i] = (int32_t)input(r, i, XP_INT32, XP_SUM);
+	for (size_t i = 0; i < C2; i++)
+		b[i] = (int32_t)input(r, i, XP_INT32, XP_MAX);
+	for (int i = 0; i < 7; i++)
+		mine[i] = r * 100 + i;
+	for (int i = 0; i < 5; i++)
+		bc[i] = r == n - 1 ? 77 + i : -1;
+	xp_request_t *reqs[K + 2];
+	T_OK(xp_iallreduce(world, XP_IN_PLACE, a, C1, XP_INT32, XP_SUM, &reqs[0]));
+	T_OK(xp_iallreduce(dup, XP_IN_PLACE, b, C2, XP_INT32, XP_MAX, &reqs[1]));
+	T_OK(xp_ibcast(dup, bc, 5, XP_INT32, n - 1, &reqs[2]));
+	T_OK(xp_iallgather(world, mine, g, 7, XP_INT32, &reqs[3]));
+	T_OK(xp_ibarrier(world, &reqs[4]));
+	T_OK(xp_ibarrier(dup, &reqs[5]));
+	T_OK(xp_irecv(world, &got, 4, (r + n - 1) % n, 5, XP_TAG_EXACT, &reqs[6]));
+	T_OK(xp_isend(world, &token, 4, (r + 1) % n, 5, &reqs[7]));
+	T_EQ(xp_cancel(reqs[0]), -EINVAL); /* collectives cannot be cancelled */
+	if (r % 3 == 0) {
+		T_OK(xp_waitall(K + 2, reqs, XP_TIMEOUT_DEFAULT, NULL));
+	} else if (r % 3 == 1) {
+		for (int k = K + 1; k >= 0; k--) /* the last posted first */
+			T_OK(xp_wait(&reqs[k], XP_TIMEOUT_DEFAULT, NULL));
+	} else {
+		for (int k = 0; k < K + 2; k++) {
+			size_t i;
+			T_OK(xp_waitany(K + 2, reqs, XP_TIMEOUT_DEFAULT, &i, NULL));
+		}
+	}
+	for (size_t i = 0; i < C1; i++)
+		if (a[i] != (int32_t)reference(n, i, XP_INT32, XP_SUM))
+			T_FAIL("rank %d: iallreduce sum element %zu is %d", r, i, a[i]);
+	for (size_t i = 0; i < C2; i++)
+		if (b[i] != (int32_t)reference(n, i, XP_INT32, XP_MAX))
+			T_FAIL("rank %d: iallreduce max element %zu is %d", r, i, b[i]);
+	for (int i = 0; i < 5; i++)
+		T_EQ(bc[i], 77 + i);
+	for (int q = 0; q < n; q++)
+		for (int i = 0; i < 7; i++)
+			T_EQ(g[q * 7 + i], q * 100 + i);
+	T_EQ(got, (r + n - 1) % n);
+	/* A collective tested to completion, as a polling program would. */
+	xp_request_t *t;
+	T_OK(xp_iallreduce(dup, XP_IN_PLACE, a, C1, XP_INT32, XP_MIN, &t));
+	int rc;
+	while ((rc = xp_test(&t, NULL)) == 0)
+		;
+	T_EQ(rc, 1);
+	free(a);
+	free(b);
+	free(g);
+	xp_comm_free(dup);
+}
+
 static int rank_body(xp_context_t *ctx, void *arg)
 {
 	(void)arg;
@@ -492,6 +558,7 @@ static int rank_body(xp_context_t *ctx, void *arg)
 	check_reductions(world);
 	check_split(world);
 	check_many(world);
+	check_nonblocking(world);
 	T_OK(xp_barrier(world));
 	return 0;
 }

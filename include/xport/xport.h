@@ -670,6 +670,35 @@ int xp_gather(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
 int xp_scatter(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, xp_dtype_t dtype,
 	       int root);
 
+/*
+ * Nonblocking collectives: the same operations, started now and finished
+ * by xp_test, xp_wait, xp_waitall, xp_waitany or xp_testsome on *@req,
+ * like point-to-point requests, so a program overlaps several (on one
+ * communicator or many) and its own computation. Buffers are lent until
+ * the request completes. A collective runs its steps while the program
+ * tests or waits for any of the rank's requests of a collective; it
+ * cannot be cancelled (xp_cancel: -EINVAL). xp_wait's deadline, if
+ * shorter than the context's timeout, fails it with -ETIMEDOUT (it cannot
+ * be resumed: the other members then fail too).
+ */
+int xp_ibarrier(xp_comm_t *comm, xp_request_t **req);
+int xp_ibcast(xp_comm_t *comm, void *buf, size_t count, xp_dtype_t dtype, int root,
+	      xp_request_t **req);
+int xp_iallreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+		  xp_dtype_t dtype, xp_op_t op, xp_request_t **req);
+int xp_ireduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, xp_dtype_t dtype,
+	       xp_op_t op, int root, xp_request_t **req);
+int xp_iallgather(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+		  xp_dtype_t dtype, xp_request_t **req);
+int xp_ireduce_scatter(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+		       xp_dtype_t dtype, xp_op_t op, xp_request_t **req);
+int xp_ialltoall(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+		 xp_dtype_t dtype, xp_request_t **req);
+int xp_igather(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, xp_dtype_t dtype,
+	       int root, xp_request_t **req);
+int xp_iscatter(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, xp_dtype_t dtype,
+		int root, xp_request_t **req);
+
 #ifdef __cplusplus
 }
 #endif

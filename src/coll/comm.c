@@ -42,10 +42,11 @@ static int agree_id(xp_comm_t *parent, const char *call, uint32_t *id)
 	for (size_t i = 0; i < sizeof(mask); i++)
 		mask[i] = (uint8_t)~ctx->comm_ids_used[i];
 	pthread_mutex_unlock(&ctx->comm_lock);
-	struct xpi_coll c;
-	xpi_coll_begin(&c, parent, XPI_COLL_COMM, call);
-	struct xpi_combine how = { and_bytes, 1, 0, 0 };
-	int rc = xpi_allreduce_recursive_doubling(&c, mask, sizeof(mask), &how);
+	struct xpi_sched *s = xpi_sched_new(parent, XPI_COLL_COMM, call);
+	if (s == NULL)
+		return -ENOMEM;
+	s->how = (struct xpi_combine){ and_bytes, 1, 0, 0 };
+	int rc = xpi_coll_go(s, xpi_build_allreduce_rd(s, mask, sizeof(mask)), NULL);
 	if (rc < 0)
 		return rc;
 	int pair = -1;

@@ -15,8 +15,7 @@
 /* Steps of the three phases: far apart, whatever the group sizes. */
 #define PHASE_STEPS (1u << 20)
 
-int xpi_allreduce_hierarchical(struct xpi_coll *c, void *buf, size_t count,
-			       const struct xpi_combine *how, int across)
+int xpi_build_allreduce_hierarchical(struct xpi_sched *c, void *buf, size_t count, int across)
 {
 	xp_comm_t *comm = c->comm;
 	int p = comm->size, me = comm->rank;
@@ -46,20 +45,21 @@ int xpi_allreduce_hierarchical(struct xpi_coll *c, void *buf, size_t count,
 			local[nlocal++] = r;
 		}
 	}
-	xpi_coll_group(c, local, nlocal, mylocal, 0);
-	int rc = xpi_reduce_binomial(c, buf, count, how, 0);
+	/* The groups only translate member numbers while the steps are built. */
+	xpi_sched_group(c, local, nlocal, mylocal, 0);
+	int rc = xpi_build_reduce_binomial(c, buf, count, 0);
 	if (rc == 0 && myleader >= 0) {
-		xpi_coll_group(c, leaders, nleaders, myleader, PHASE_STEPS);
+		xpi_sched_group(c, leaders, nleaders, myleader, PHASE_STEPS);
 		if (across == XP_ALLREDUCE_RING)
-			rc = xpi_allreduce_ring(c, buf, count, how);
+			rc = xpi_build_allreduce_ring(c, buf, count);
 		else
-			rc = xpi_allreduce_recursive_doubling(c, buf, count, how);
+			rc = xpi_build_allreduce_rd(c, buf, count);
 	}
 	if (rc == 0) {
-		xpi_coll_group(c, local, nlocal, mylocal, 2 * PHASE_STEPS);
-		rc = xpi_bcast_binomial(c, buf, count * how->elem, 0);
+		xpi_sched_group(c, local, nlocal, mylocal, 2 * PHASE_STEPS);
+		rc = xpi_build_bcast_binomial(c, buf, count * c->how.elem, 0);
 	}
-	xpi_coll_group(c, NULL, p, me, 0);
+	xpi_sched_group(c, NULL, p, me, 0);
 	free(host);
 	free(local);
 	free(leaders);

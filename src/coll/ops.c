@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The reductions (allreduce, reduce, reduce_scatter): argument checks,
- * the working type (float16 and bfloat16 are reduced in float32 and
- * rounded once at the end) and the choice of algorithm.
+ * The reductions (allreduce, reduce, reduce_scatter), blocking and not:
+ * argument checks, the working type (float16 and bfloat16 are reduced in
+ * float32 and rounded once, at the end), the choice of algorithm, and the
+ * schedule that runs it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -39,41 +40,6 @@ static void combine_kernel(void *acc, const void *in, size_t count, const struct
 		   how->op == XP_AVG ? XP_SUM : (xp_op_t)how->op);
 }
 
-/* ---------------------------------------------------------------------- */
-
-/* The vector to reduce, in the working type: @recvbuf itself when that
- * is the working type, else a float32 copy. */
-struct work {
-	void *buf;
-	bool owned;
-	xp_dtype_t type;
-};
-
-static int work_begin(struct work *w, const char *call, const xp_comm_t *comm, const void *src,
-		      void *dst, size_t count, xp_dtype_t dt)
-{
-	w->type = xpi_reduce_work_type(dt);
-	w->owned = w->type != dt || dst == NULL;
-	if (!w->owned) {
-		w->buf = dst;
-		if (src != XP_IN_PLACE && src != dst && count > 0)
-			memcpy(dst, src, count * xp_dtype_size(dt));
-		return 0;
-	}
-	w->buf = malloc(count * xp_dtype_size(w->type) + 1);
-	if (w->buf == NULL)
-		return xpi_fail(-ENOMEM, "rank %d: %s: no memory for the working copy",
-				comm->ctx->rank, call);
-	const void *in = src == XP_IN_PLACE ? dst : src;
-	if (dt == XP_FLOAT16)
-		xpi_f16_to_f32(w->buf, in, count);
-	else if (dt == XP_BFLOAT16)
-		xpi_bf16_to_f32(w->buf, in, count);
-	else
-		memcpy(w->buf, in, count * xp_dtype_size(dt));
-	return 0;
-}
-
 /* @count elements of the working type at @src to @dst in type @dt: the
  * one rounding of float16 and bfloat16. */
 static void from_work(void *dst, const void *src, size_t count, xp_dtype_t dt)
@@ -86,14 +52,50 @@ static void from_work(void *dst, const void *src, size_t count, xp_dtype_t dt)
 		memcpy(dst, src, count * xp_dtype_size(dt));
 }
 
-/* Writes the result to @dst (unless NULL) in the program's type. */
-static void work_end(struct work *w, void *dst, size_t count, xp_dtype_t dt, int rc)
+/* The last touches of a reduction: an average's division, then the result
+ * in the program's type where it wants it (unless it is already there). */
+static void reduction_finish(struct xpi_sched *s)
 {
-	if (!w->owned)
-		return;
-	if (rc == 0 && dst != NULL)
-		from_work(dst, w->buf, count, dt);
-	free(w->buf);
+	if (s->fin.op == XP_AVG)
+		xpi_reduce_avg_finish(s->fin.work, s->fin.count, (xp_dtype_t)s->how.dtype,
+				      s->comm->size);
+	if (s->fin.dst != NULL && s->fin.dst != s->fin.work)
+		from_work(s->fin.dst, s->fin.work, s->fin.count, (xp_dtype_t)s->fin.dtype);
+}
+
+/*
+ * The vector to reduce, in the working type: @dst itself when that is the
+ * working type (the input copied there first unless in place), else a
+ * float32 copy of the input in the schedule's scratch. Sets how and fin.
+ */
+static void *work_begin(struct xpi_sched *s, const void *src, void *dst, size_t count,
+			xp_dtype_t dt, xp_op_t op)
+{
+	xp_dtype_t work = xpi_reduce_work_type(dt);
+	s->how = (struct xpi_combine){ combine_kernel, xp_dtype_size(work), work, op };
+	s->finish = reduction_finish;
+	s->fin.dst = dst;
+	s->fin.count = count;
+	s->fin.dtype = dt;
+	s->fin.op = op;
+	const void *in = src == XP_IN_PLACE ? dst : src;
+	if (work == dt && dst != NULL) {
+		if (in != dst && count > 0)
+			memcpy(dst, in, count * xp_dtype_size(dt));
+		s->fin.work = dst;
+		return dst;
+	}
+	void *buf = xpi_sched_scratch(s, count * xp_dtype_size(work));
+	if (buf == NULL)
+		return NULL;
+	if (dt == XP_FLOAT16)
+		xpi_f16_to_f32(buf, in, count);
+	else if (dt == XP_BFLOAT16)
+		xpi_bf16_to_f32(buf, in, count);
+	else if (count > 0)
+		memcpy(buf, in, count * xp_dtype_size(dt));
+	s->fin.work = buf;
+	return buf;
 }
 
 static int check_reduction(const char *call, const xp_comm_t *comm, const void *sendbuf,
@@ -112,98 +114,131 @@ static int check_reduction(const char *call, const xp_comm_t *comm, const void *
 	return 0;
 }
 
-XPI_EXPORT int xp_allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
-			    xp_dtype_t dtype, xp_op_t op)
+static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+		     xp_dtype_t dtype, xp_op_t op, xp_request_t **req)
 {
-	int rc = check_reduction("xp_allreduce", comm, sendbuf, recvbuf, count, dtype, op, true);
+	const char *call = req != NULL ? "xp_iallreduce" : "xp_allreduce";
+	int rc = check_reduction(call, comm, sendbuf, recvbuf, count, dtype, op, true);
 	if (rc < 0)
 		return rc;
-	struct work w;
-	rc = work_begin(&w, "xp_allreduce", comm, sendbuf, recvbuf, count, dtype);
-	if (rc < 0)
-		return rc;
-	struct xpi_coll c;
-	xpi_coll_begin(&c, comm, XPI_COLL_ALLREDUCE, "xp_allreduce");
-	struct xpi_combine how = { combine_kernel, xp_dtype_size(w.type), w.type, op };
-	size_t bytes = count * how.elem;
+	struct xpi_sched *s = xpi_sched_new(comm, XPI_COLL_ALLREDUCE, call);
+	if (s == NULL)
+		return -ENOMEM;
+	void *buf = work_begin(s, sendbuf, recvbuf, count, dtype, op);
+	if (buf == NULL)
+		return xpi_coll_go(s, -ENOMEM, req);
+	size_t bytes = count * s->how.elem;
 	struct xpi_allreduce_plan plan;
 	xpi_allreduce_choose(comm, bytes, count, &plan);
 	if (xpi_debug_on("coll"))
 		xpi_log(XPI_LOG_DEBUG,
-			"rank %d: xp_allreduce of %zu B on communicator %u (%d ranks, %d hosts): %s "
-			"(%s; model: recursive doubling %.1f us, ring %.1f us, hierarchical %.1f us)",
-			comm->rank, bytes, comm->id, comm->size, comm->nhosts,
+			"rank %d: %s of %zu B on communicator %u (%d ranks, %d hosts): %s (%s; "
+			"model: recursive doubling %.1f us, ring %.1f us, hierarchical %.1f us)",
+			comm->rank, call, bytes, comm->id, comm->size, comm->nhosts,
 			xpi_allreduce_algo_name(plan.algo),
 			plan.forced ? "XP_ALLREDUCE_ALGO" : "chosen", plan.t_rd_ns / 1000,
 			plan.t_ring_ns / 1000, plan.t_hier_ns / 1000);
 	if (plan.algo == XP_ALLREDUCE_RING)
-		rc = xpi_allreduce_ring(&c, w.buf, count, &how);
+		rc = xpi_build_allreduce_ring(s, buf, count);
 	else if (plan.algo == XP_ALLREDUCE_HIERARCHICAL)
-		rc = xpi_allreduce_hierarchical(&c, w.buf, count, &how, plan.across);
+		rc = xpi_build_allreduce_hierarchical(s, buf, count, plan.across);
 	else
-		rc = xpi_allreduce_recursive_doubling(&c, w.buf, count, &how);
-	if (rc == 0 && op == XP_AVG)
-		xpi_reduce_avg_finish(w.buf, count, w.type, comm->size);
-	work_end(&w, recvbuf, count, dtype, rc);
-	return rc;
+		rc = xpi_build_allreduce_rd(s, buf, count);
+	return xpi_coll_go(s, rc, req);
+}
+
+XPI_EXPORT int xp_allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+			    xp_dtype_t dtype, xp_op_t op)
+{
+	return allreduce(comm, sendbuf, recvbuf, count, dtype, op, NULL);
+}
+
+XPI_EXPORT int xp_iallreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+			     xp_dtype_t dtype, xp_op_t op, xp_request_t **req)
+{
+	if (req == NULL)
+		return xpi_coll_bad("xp_iallreduce", comm, "no place for the request (NULL)");
+	return allreduce(comm, sendbuf, recvbuf, count, dtype, op, req);
+}
+
+static int reduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+		  xp_dtype_t dtype, xp_op_t op, int root, xp_request_t **req)
+{
+	const char *call = req != NULL ? "xp_ireduce" : "xp_reduce";
+	int rc = xpi_coll_check(call, comm, count, dtype);
+	if (rc < 0)
+		return rc;
+	if (root < 0 || root >= comm->size)
+		return xpi_coll_bad(call, comm, "the root is not a rank of the communicator");
+	bool at_root = comm->rank == root;
+	rc = check_reduction(call, comm, sendbuf, recvbuf, count, dtype, op, at_root);
+	if (rc < 0)
+		return rc;
+	if (op == XP_AVG)
+		return xpi_coll_bad(call, comm, "XP_AVG is for allreduce and reduce_scatter");
+	struct xpi_sched *s = xpi_sched_new(comm, XPI_COLL_REDUCE, call);
+	if (s == NULL)
+		return -ENOMEM;
+	/* Away from the root the result is not kept: work in a copy. */
+	void *buf = work_begin(s, sendbuf, at_root ? recvbuf : NULL, count, dtype, op);
+	if (buf == NULL)
+		return xpi_coll_go(s, -ENOMEM, req);
+	rc = xpi_build_reduce_binomial(s, buf, count, root);
+	return xpi_coll_go(s, rc, req);
 }
 
 XPI_EXPORT int xp_reduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
 			 xp_dtype_t dtype, xp_op_t op, int root)
 {
-	int rc = xpi_coll_check("xp_reduce", comm, count, dtype);
+	return reduce(comm, sendbuf, recvbuf, count, dtype, op, root, NULL);
+}
+
+XPI_EXPORT int xp_ireduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+			  xp_dtype_t dtype, xp_op_t op, int root, xp_request_t **req)
+{
+	if (req == NULL)
+		return xpi_coll_bad("xp_ireduce", comm, "no place for the request (NULL)");
+	return reduce(comm, sendbuf, recvbuf, count, dtype, op, root, req);
+}
+
+static int reduce_scatter(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+			  xp_dtype_t dtype, xp_op_t op, xp_request_t **req)
+{
+	const char *call = req != NULL ? "xp_ireduce_scatter" : "xp_reduce_scatter";
+	int rc = check_reduction(call, comm, sendbuf, recvbuf, count, dtype, op, true);
 	if (rc < 0)
 		return rc;
-	if (root < 0 || root >= comm->size)
-		return xpi_coll_bad("xp_reduce", comm,
-				    "the root is not a rank of the communicator");
-	bool at_root = comm->rank == root;
-	rc = check_reduction("xp_reduce", comm, sendbuf, recvbuf, count, dtype, op, at_root);
-	if (rc < 0)
-		return rc;
-	if (op == XP_AVG)
-		return xpi_coll_bad("xp_reduce", comm,
-				    "XP_AVG is for xp_allreduce and reduce_scatter");
-	struct work w;
-	/* Away from the root the result is not kept: work in a copy. */
-	rc = work_begin(&w, "xp_reduce", comm, sendbuf, at_root ? recvbuf : NULL, count, dtype);
-	if (rc < 0)
-		return rc;
-	struct xpi_coll c;
-	xpi_coll_begin(&c, comm, XPI_COLL_REDUCE, "xp_reduce");
-	struct xpi_combine how = { combine_kernel, xp_dtype_size(w.type), w.type, op };
-	rc = xpi_reduce_binomial(&c, w.buf, count, &how, root);
-	work_end(&w, at_root ? recvbuf : NULL, count, dtype, rc);
-	return rc;
+	int p = comm->size;
+	size_t total = count * (size_t)p;
+	struct xpi_sched *s = xpi_sched_new(comm, XPI_COLL_REDUCE_SCATTER, call);
+	if (s == NULL)
+		return -ENOMEM;
+	/* The whole input in the working type, always a copy: the ring
+	 * writes partial results over it. */
+	const void *in = sendbuf == XP_IN_PLACE ? recvbuf : sendbuf;
+	uint8_t *buf = work_begin(s, in, NULL, total, dtype, op);
+	if (buf == NULL)
+		return xpi_coll_go(s, -ENOMEM, req);
+	/* What the finish turns into the result: this rank's block. */
+	s->fin.work = buf + (size_t)comm->rank * count * s->how.elem;
+	s->fin.dst = recvbuf;
+	s->fin.count = count;
+	rc = xpi_build_reduce_scatter_ring(s, buf, count);
+	return xpi_coll_go(s, rc, req);
 }
 
 XPI_EXPORT int xp_reduce_scatter(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
 				 xp_dtype_t dtype, xp_op_t op)
 {
-	int rc = check_reduction("xp_reduce_scatter", comm, sendbuf, recvbuf, count, dtype, op,
-				 true);
-	if (rc < 0)
-		return rc;
-	int p = comm->size, r = comm->rank;
-	size_t total = count * (size_t)p;
-	/* The whole input in the working type, always a copy: the ring
-	 * writes partial results over it. */
-	struct work w;
-	const void *in = sendbuf == XP_IN_PLACE ? recvbuf : sendbuf;
-	rc = work_begin(&w, "xp_reduce_scatter", comm, in, NULL, total, dtype);
-	if (rc < 0)
-		return rc;
-	struct xpi_coll c;
-	xpi_coll_begin(&c, comm, XPI_COLL_REDUCE_SCATTER, "xp_reduce_scatter");
-	struct xpi_combine how = { combine_kernel, xp_dtype_size(w.type), w.type, op };
-	rc = xpi_reduce_scatter_ring(&c, w.buf, count, &how);
-	uint8_t *mine = (uint8_t *)w.buf + (size_t)r * count * how.elem;
-	if (rc == 0 && op == XP_AVG)
-		xpi_reduce_avg_finish(mine, count, w.type, p);
-	if (rc == 0)
-		from_work(recvbuf, mine, count, dtype);
-	work_end(&w, NULL, total, dtype, rc);
-	return rc;
+	return reduce_scatter(comm, sendbuf, recvbuf, count, dtype, op, NULL);
+}
+
+XPI_EXPORT int xp_ireduce_scatter(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+				  xp_dtype_t dtype, xp_op_t op, xp_request_t **req)
+{
+	if (req == NULL)
+		return xpi_coll_bad("xp_ireduce_scatter", comm, "no place for the request (NULL)");
+	return reduce_scatter(comm, sendbuf, recvbuf, count, dtype, op, req);
 }
 
 XPI_EXPORT int xp_allreduce_algo_get(xp_comm_t *comm, size_t count, xp_dtype_t dtype,

@@ -35,6 +35,7 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 	xpi_dlist_init(&ctx->reposts);
 	ctx->world = (struct xp_comm){ .ctx = ctx, .id = 0, .rank = rank, .size = size };
 	pthread_mutex_init(&ctx->comm_lock, NULL);
+	xpi_dlist_init(&ctx->coll_active);
 	ctx->comm_ids_used[0] = 1; /* the world's pair */
 
 	int rc = -ENOMEM;

@@ -36,7 +36,22 @@ _Static_assert(XPI_INLINE_MAX >= XPI_RNDV_DESC_MAX, "an RTS keeps its descriptor
 /* What one buffered unexpected message costs beyond its payload. */
 #define XPI_UNEXP_OVERHEAD 64
 
-enum xpi_op { XPI_OP_SEND = 1, XPI_OP_RECV, XPI_OP_RECV_BUF };
+enum xpi_op { XPI_OP_SEND = 1, XPI_OP_RECV, XPI_OP_RECV_BUF, XPI_OP_COLL };
+
+/*
+ * A collective's request (XPI_OP_COLL) is never given to the engine: the
+ * collectives layer (src/coll) runs its schedule of point-to-point steps
+ * when the program tests or waits, through these hooks.
+ */
+struct xpi_coll_hooks {
+	/* Runs what can run without blocking; true once the request is done. */
+	bool (*advance)(xp_request_t *r);
+	/* Runs until done or @timeout_ms (as xp_wait's) passes; then it is
+	 * done, failed with -ETIMEDOUT if the deadline came first. */
+	void (*wait)(xp_request_t *r, int timeout_ms);
+	/* Frees the schedule when the request is freed. */
+	void (*destroy)(xp_request_t *r);
+};
 enum xpi_cmd_type {
 	XPI_CMD_POST = 1,
 	XPI_CMD_CANCEL,
@@ -80,8 +95,10 @@ struct xp_request {
 	uint8_t proto;
 	bool blocking;             /* posted by xp_send/xp_recv/xp_recv_buf: texts name that call */
 	const xp_comm_t *comm_obj; /* its communicator, for the status's source rank */
-	_Atomic int cancel_reason; /* 0, -ETIMEDOUT or -ECANCELED: asked for */
-	_Atomic int rndv_state;    /* enum xpi_rndv_state */
+	const struct xpi_coll_hooks *coll_hooks; /* XPI_OP_COLL: how it runs */
+	void *coll;                              /* XPI_OP_COLL: its schedule */
+	_Atomic int cancel_reason;               /* 0, -ETIMEDOUT or -ECANCELED: asked for */
+	_Atomic int rndv_state;                  /* enum xpi_rndv_state */
 	_Atomic int refs;
 	_Atomic int complete;
 	int waited_ms; /* the wait that timed out, for its message */
@@ -137,6 +154,10 @@ struct xpi_peer {
 	 * the bulk one as their capability cards declare them. */
 	int host;
 	uint32_t lat_ns, bw_mbps;
+	/* The peer said goodbye (xp_finalize) before its connection closed:
+	 * lost, but not the cause of a failure (the collectives name a rank
+	 * that died rather than one that finished after it). */
+	bool finalized;
 };
 
 struct xpi_reg {
@@ -270,6 +291,10 @@ struct xp_context {
 	 * the engine's. */
 	pthread_mutex_t comm_lock;
 	uint8_t comm_ids_used[XPI_COMM_IDS / 16];
+	/* The collectives in progress on this rank (src/coll/sched.c), under
+	 * comm_lock: whoever waits for one runs them all, so two ranks waiting
+	 * for different ones in different orders never wait for each other. */
+	struct xpi_dlink coll_active;
 	struct xpi_msg *free_msgs; /* owner: descriptor cache */
 	void *local_job;           /* set if a local job owns this context */
 	struct xpi_boot *boot;     /* set for a rank of a networked job */

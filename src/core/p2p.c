@@ -136,6 +136,11 @@ XPI_EXPORT int xp_cancel(xp_request_t *req)
 {
 	if (req == NULL)
 		return xpi_fail(-EINVAL, "xp_cancel: no request (NULL)");
+	if (req->op == XPI_OP_COLL)
+		return xpi_fail(-EINVAL,
+				"rank %d: xp_cancel: a collective cannot be cancelled "
+				"(every member must finish it)",
+				req->ctx->rank);
 	request_cancel(req, -ECANCELED);
 	return 0;
 }
@@ -174,9 +179,14 @@ XPI_EXPORT int xp_test(xp_request_t **reqp, xp_status_t *status)
 	}
 	xp_request_t *r = *reqp;
 	if (!xpi_request_done(r)) {
-		xp_progress(r->ctx);
-		if (!xpi_request_done(r))
-			return 0;
+		if (r->op == XPI_OP_COLL) {
+			if (!r->coll_hooks->advance(r))
+				return 0;
+		} else {
+			xp_progress(r->ctx);
+			if (!xpi_request_done(r))
+				return 0;
+		}
 	}
 	int err = finish(reqp, status);
 	return err != 0 ? err : 1;
@@ -219,6 +229,10 @@ XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 	xp_request_t *r = *reqp;
 	if (xpi_request_done(r))
 		return finish(reqp, status); /* the common case for eager sends: no clock read */
+	if (r->op == XPI_OP_COLL) {
+		r->coll_hooks->wait(r, timeout_ms);
+		return finish(reqp, status);
+	}
 	xp_context_t *ctx = r->ctx;
 	if (timeout_ms == XP_TIMEOUT_DEFAULT)
 		timeout_ms = ctx->cfg.timeout_ms;

@@ -77,6 +77,8 @@ xp_request_t *xpi_request_new(xp_context_t *ctx, uint8_t op)
 	r->detail = NULL;
 	r->blocking = false;
 	r->comm_obj = NULL;
+	r->coll_hooks = NULL;
+	r->coll = NULL;
 	return r;
 }
 
@@ -89,6 +91,8 @@ void xpi_request_put(xp_request_t *r)
 	if (atomic_load_explicit(&r->refs, memory_order_acquire) != 1 &&
 	    atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
 		return;
+	if (r->coll_hooks != NULL)
+		r->coll_hooks->destroy(r);
 	free(r->detail);
 	if (cache.count >= CACHE_MAX) {
 		free(r);

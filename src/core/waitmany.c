@@ -85,7 +85,11 @@ static int collect_done(size_t n, xp_request_t **reqs, size_t *indices, xp_statu
 {
 	size_t got = 0;
 	for (size_t i = 0; i < n && got < max; i++) {
-		if (reqs[i] == NULL || !xpi_request_done(reqs[i]))
+		if (reqs[i] == NULL)
+			continue;
+		if (reqs[i]->op == XPI_OP_COLL && !xpi_request_done(reqs[i]))
+			reqs[i]->coll_hooks->advance(reqs[i]);
+		if (!xpi_request_done(reqs[i]))
 			continue;
 		xp_status_t st;
 		(void)xp_wait(&reqs[i], 0, &st);
@@ -124,6 +128,9 @@ XPI_EXPORT int xp_waitany(size_t n, xp_request_t **reqs, int timeout_ms, size_t 
 	int64_t deadline = deadline_of(any, timeout_ms), idle_since = 0;
 	for (unsigned round = 0;; round++) {
 		for (size_t i = 0; i < n; i++) {
+			if (reqs[i] != NULL && reqs[i]->op == XPI_OP_COLL &&
+			    !xpi_request_done(reqs[i]))
+				reqs[i]->coll_hooks->advance(reqs[i]);
 			if (reqs[i] != NULL && xpi_request_done(reqs[i])) {
 				*index = i;
 				return xp_wait(&reqs[i], 0, status);

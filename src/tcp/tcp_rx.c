@@ -269,6 +269,8 @@ void tcp_ctl_received(struct tcp_conn *c, int res, unsigned flags)
 		t->need_arm = true;
 		return;
 	} else if (res == 0) {
+		if (c->bye)
+			c->tcp->ctx->peers[c->peer].finalized = true;
 		tcp_conn_fail(
 			c, -ECONNRESET,
 			c->bye ?
@@ -320,6 +322,8 @@ void tcp_bulk_received(struct tcp_conn *c, int res)
 {
 	c->bulk_rx_busy = false;
 	if (res == 0) {
+		if (c->bye)
+			c->tcp->ctx->peers[c->peer].finalized = true;
 		tcp_conn_fail(
 			c, -ECONNRESET,
 			c->bye ?

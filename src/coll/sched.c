@@ -1,0 +1,438 @@
+/* SPDX-License-Identifier: MIT */
+/* Building and running collective schedules; see sched.h. */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/clock.h"
+#include "../core/compiler.h"
+#include "../core/log.h"
+#include "sched.h"
+
+/* A tag: the call's sequence number, the operation, the step. */
+#define TAG_SEQ_SHIFT 32
+#define TAG_KIND_SHIFT 24
+/* Idle waiting, as xp_wait's: spin, then yield, then nap on the rank's
+ * events, looking at least this often whether a member was lost. */
+#define SPIN_ROUNDS 2000
+#define YIELD_NS (1 * 1000000)
+#define NAP_NS (1 * 1000000)
+
+struct xpi_sched *xpi_sched_new(xp_comm_t *comm, enum xpi_coll_kind kind, const char *call)
+{
+	struct xpi_sched *s = calloc(1, sizeof(*s));
+	if (s == NULL) {
+		xpi_fail(-ENOMEM, "rank %d: %s: no memory for its schedule", comm->rank, call);
+		return NULL;
+	}
+	uint32_t seq = comm->coll_seq++;
+	s->comm = comm;
+	s->call = call;
+	s->tag_base = (uint64_t)seq << TAG_SEQ_SHIFT | (uint64_t)kind << TAG_KIND_SHIFT;
+	s->deadline = xpi_now_ns() + (int64_t)comm->ctx->cfg.timeout_ms * 1000000;
+	xpi_sched_group(s, NULL, comm->size, comm->rank, 0);
+	xpi_dlist_init(&s->link);
+	return s;
+}
+
+void xpi_sched_group(struct xpi_sched *s, const int *group, int n, int me, unsigned step_base)
+{
+	s->group = group;
+	s->gsize = n;
+	s->grank = me;
+	s->step_base = step_base;
+}
+
+void *xpi_sched_scratch(struct xpi_sched *s, size_t bytes)
+{
+	if (s->nscratch == XPI_SCHED_SCRATCH) {
+		xpi_fail(-ENOMEM, "rank %d: %s: too many scratch buffers", s->comm->rank, s->call);
+		return NULL;
+	}
+	void *p = malloc(bytes > 0 ? bytes : 1);
+	if (p == NULL)
+		xpi_fail(-ENOMEM, "rank %d: %s: no memory for %zu bytes of scratch", s->comm->rank,
+			 s->call, bytes);
+	else
+		s->scratch[s->nscratch++] = p;
+	return p;
+}
+
+static int grow(void **arr, unsigned *cap, unsigned need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	unsigned n = *cap != 0 ? *cap * 2 : 16;
+	while (n < need)
+		n *= 2;
+	void *p = realloc(*arr, (size_t)n * elem);
+	if (p == NULL)
+		return -ENOMEM;
+	*arr = p;
+	*cap = n;
+	return 0;
+}
+
+int xpi_sched_begin_step(struct xpi_sched *s, unsigned step)
+{
+	if (grow((void **)&s->steps, &s->steps_cap, s->nsteps + 1, sizeof(*s->steps)) < 0)
+		return xpi_fail(-ENOMEM, "rank %d: %s: no memory for its schedule", s->comm->rank,
+				s->call);
+	s->steps[s->nsteps++] =
+		(struct xpi_sched_step){ .first = s->nops, .tag = s->step_base + step };
+	return 0;
+}
+
+int xpi_sched_add(struct xpi_sched *s, int member, bool send, void *buf, size_t len)
+{
+	if (grow((void **)&s->ops, &s->ops_cap, s->nops + 1, sizeof(*s->ops)) < 0)
+		return xpi_fail(-ENOMEM, "rank %d: %s: no memory for its schedule", s->comm->rank,
+				s->call);
+	int peer = s->group != NULL ? s->group[member] : member;
+	s->ops[s->nops++] = (struct xpi_sched_op){ peer, send, buf, len };
+	s->steps[s->nsteps - 1].nops++;
+	return 0;
+}
+
+int xpi_sched_sendrecv(struct xpi_sched *s, unsigned step, int to, const void *sbuf, size_t slen,
+		       int from, void *rbuf, size_t rcap)
+{
+	int rc = xpi_sched_begin_step(s, step);
+	/* The receive first: it is posted first, before its peer's send. */
+	if (rc == 0 && from >= 0)
+		rc = xpi_sched_add(s, from, false, rbuf, rcap);
+	if (rc == 0 && to >= 0)
+		rc = xpi_sched_add(s, to, true, (void *)(uintptr_t)sbuf, slen);
+	return rc;
+}
+
+void xpi_sched_combine(struct xpi_sched *s, void *acc, const void *in, size_t count)
+{
+	struct xpi_sched_step *st = &s->steps[s->nsteps - 1];
+	st->acc = acc;
+	st->in = in;
+	st->count = count;
+}
+
+void xpi_sched_free(struct xpi_sched *s)
+{
+	if (s == NULL)
+		return;
+	for (unsigned i = 0; i < s->nscratch; i++)
+		free(s->scratch[i]);
+	free(s->steps);
+	free(s->ops);
+	free(s->reqs);
+	free(s->sts);
+	free(s);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Running                                                                */
+
+/* A member of the communicator whose connection is lost, or -1: one
+ * that died before one that finalized (which may only have left because
+ * the collective failed on it first). */
+static int lost_member(const struct xpi_sched *s, char *why, size_t n)
+{
+	xp_context_t *ctx = s->comm->ctx;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int r = 0; r < s->comm->size; r++) {
+			const struct xpi_peer *peer = &ctx->peers[xpi_comm_world_rank(s->comm, r)];
+			if (peer->failed != 0 && (pass == 1 || !peer->finalized)) {
+				snprintf(why, n, "%s", peer->failed_why);
+				return r;
+			}
+		}
+	}
+	return -1;
+}
+
+/* Ends the schedule: its outstanding ops cancelled and waited for (their
+ * buffers are the schedule's), the finish run if all went well, the
+ * request completed. */
+static void conclude(struct xpi_sched *s, int rc, const char *detail)
+{
+	for (unsigned i = 0; s->posted && i < s->steps[s->cur].nops; i++)
+		if (s->reqs[i] != NULL)
+			xp_cancel(s->reqs[i]);
+	if (s->posted)
+		(void)xp_waitall(s->steps[s->cur].nops, s->reqs, XP_TIMEOUT_DEFAULT, NULL);
+	s->posted = false;
+	if (rc == 0 && s->finish != NULL)
+		s->finish(s);
+	s->rc = rc;
+	s->done = true;
+	if (s->listed) {
+		pthread_mutex_lock(&s->comm->ctx->comm_lock);
+		xpi_dlist_remove(&s->link);
+		pthread_mutex_unlock(&s->comm->ctx->comm_lock);
+		s->listed = false;
+	}
+	if (s->req != NULL) {
+		if (rc < 0)
+			xpi_request_set_detail(s->req, "%s", detail);
+		xpi_request_complete(s->req, rc);
+	} else if (rc < 0) {
+		xpi_set_thread_detail(detail);
+	}
+}
+
+static void fail(struct xpi_sched *s, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void fail(struct xpi_sched *s, int rc, const char *fmt, ...)
+{
+	char text[640];
+	int n = snprintf(text, sizeof(text), "rank %d: %s on communicator %u: ", s->comm->rank,
+			 s->call, s->comm->id);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text + n, sizeof(text) - (size_t)n, fmt, ap);
+	va_end(ap);
+	conclude(s, rc, text);
+}
+
+static int post_step(struct xpi_sched *s)
+{
+	const struct xpi_sched_step *st = &s->steps[s->cur];
+	uint64_t tag = s->tag_base | st->tag;
+	unsigned sts_cap = s->reqs_cap;
+	if (grow((void **)&s->reqs, &s->reqs_cap, st->nops, sizeof(*s->reqs)) < 0 ||
+	    grow((void **)&s->sts, &sts_cap, st->nops, sizeof(*s->sts)) < 0)
+		return xpi_fail(-ENOMEM, "no memory for its requests");
+	if (sts_cap != s->reqs_cap) /* both grow alike, from the same capacity */
+		return xpi_fail(-ENOMEM, "no memory for its requests");
+	s->pending = 0;
+	int rc = 0;
+	for (unsigned i = 0; i < st->nops; i++) {
+		const struct xpi_sched_op *op = &s->ops[st->first + i];
+		s->reqs[i] = NULL;
+		if (rc == 0)
+			rc = op->send ? xpi_coll_isend(s->comm, op->buf, op->len, op->peer, tag,
+						       &s->reqs[i]) :
+					xpi_coll_irecv(s->comm, op->buf, op->len, op->peer, tag,
+						       &s->reqs[i]);
+		s->pending += s->reqs[i] != NULL;
+	}
+	s->posted = true;
+	return rc;
+}
+
+/* Finishes the ops of the current step that are done. 0, or a failure. */
+static int collect(struct xpi_sched *s, char *why, size_t n)
+{
+	const struct xpi_sched_step *st = &s->steps[s->cur];
+	for (unsigned i = 0; i < st->nops; i++) {
+		if (s->reqs[i] == NULL || !xpi_request_done(s->reqs[i]))
+			continue;
+		const struct xpi_sched_op *op = &s->ops[st->first + i];
+		int rc = xp_wait(&s->reqs[i], 0, &s->sts[i]);
+		s->pending--;
+		if (rc == -EMSGSIZE || (rc == 0 && !op->send && s->sts[i].length != op->len)) {
+			snprintf(why, n,
+				 "rank %d sent %zu bytes where %zu were expected (step %u): the "
+				 "members disagree on the count, the type or the root",
+				 op->peer, s->sts[i].length, op->len, st->tag);
+			return -EINVAL;
+		}
+		if (rc < 0) {
+			snprintf(why, n, "step %u, %s rank %d: %s", st->tag,
+				 op->send ? "sending to" : "receiving from", op->peer,
+				 xp_error_detail());
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Runs @s as far as it goes without blocking. */
+static void advance(struct xpi_sched *s)
+{
+	char why[512];
+	while (!s->done) {
+		if (!s->posted) {
+			if (s->cur == s->nsteps) {
+				conclude(s, 0, "");
+				return;
+			}
+			int rc = post_step(s);
+			if (rc < 0) {
+				fail(s, rc, "posting step %u: %s", s->steps[s->cur].tag,
+				     xp_error_detail());
+				return;
+			}
+		}
+		xp_progress(s->comm->ctx);
+		int rc = collect(s, why, sizeof(why));
+		if (rc < 0) {
+			/* A step that failed because some member died: name that one
+			 * (the step's own peer may only be its victim). */
+			char lost_why[128];
+			int lost = rc != -EINVAL ? lost_member(s, lost_why, sizeof(lost_why)) : -1;
+			if (lost >= 0)
+				fail(s, -EPIPE,
+				     "rank %d of it is lost (%s); the collective cannot "
+				     "complete (%.200s)",
+				     lost, lost_why, why);
+			else
+				fail(s, rc, "%s", why);
+			return;
+		}
+		if (s->pending > 0) {
+			char lost_why[128];
+			int lost = lost_member(s, lost_why, sizeof(lost_why));
+			if (lost >= 0) {
+				fail(s, -EPIPE,
+				     "rank %d of it is lost (%s); the collective cannot "
+				     "complete",
+				     lost, lost_why);
+			} else if (xpi_now_ns() >= s->deadline) {
+				fail(s, -ETIMEDOUT,
+				     "timed out in step %u of %u after %d ms (a member not calling "
+				     "the same collective, or stuck outside xport calls?)",
+				     s->steps[s->cur].tag, s->nsteps, s->comm->ctx->cfg.timeout_ms);
+			}
+			return;
+		}
+		const struct xpi_sched_step *st = &s->steps[s->cur];
+		if (st->count > 0)
+			s->how.fn(st->acc, st->in, st->count, &s->how);
+		s->posted = false;
+		s->cur++;
+	}
+}
+
+/* Advances @s unless another thread is advancing it. */
+static void try_advance(struct xpi_sched *s)
+{
+	int expected = 0;
+	if (!atomic_compare_exchange_strong(&s->busy, &expected, 1))
+		return;
+	advance(s);
+	atomic_store(&s->busy, 0);
+}
+
+/* Advances every collective in progress on the rank but @self. */
+static void advance_others(xp_context_t *ctx, struct xpi_sched *self)
+{
+	struct xpi_sched *todo[16];
+	unsigned n = 0;
+	pthread_mutex_lock(&ctx->comm_lock);
+	for (struct xpi_dlink *l = ctx->coll_active.next; l != &ctx->coll_active && n < 16;
+	     l = l->next) {
+		struct xpi_sched *o = xpi_container_of(l, struct xpi_sched, link);
+		int expected = 0;
+		if (o != self && atomic_compare_exchange_strong(&o->busy, &expected, 1))
+			todo[n++] = o;
+	}
+	pthread_mutex_unlock(&ctx->comm_lock);
+	for (unsigned i = 0; i < n; i++) {
+		advance(todo[i]);
+		atomic_store(&todo[i]->busy, 0);
+	}
+}
+
+/* Runs @s until it is done, at most until @deadline (then it fails). */
+static void run_until_done(struct xpi_sched *s, int64_t deadline)
+{
+	xp_context_t *ctx = s->comm->ctx;
+	int64_t idle_since = 0;
+	unsigned cur = s->cur, rounds = 0;
+	while (!s->done) {
+		try_advance(s);
+		if (s->done)
+			break;
+		advance_others(ctx, s);
+		if (s->cur != cur) {
+			cur = s->cur;
+			rounds = 0;
+			idle_since = 0;
+			continue;
+		}
+		if (++rounds < SPIN_ROUNDS)
+			continue;
+		int64_t now = xpi_now_ns();
+		if (now >= deadline && deadline < s->deadline) {
+			/* The program's own wait ended first. */
+			s->deadline = now;
+			continue;
+		}
+		if (idle_since == 0)
+			idle_since = now;
+		if (now - idle_since < YIELD_NS || !xpi_owner_try_acquire(ctx)) {
+			sched_yield();
+			continue;
+		}
+		int64_t until = now + NAP_NS;
+		xpi_engine_sleep(ctx, until, NULL); /* gives the token back */
+	}
+}
+
+static bool hook_advance(xp_request_t *r)
+{
+	struct xpi_sched *s = r->coll;
+	try_advance(s);
+	if (!s->done)
+		advance_others(r->ctx, s);
+	return s->done;
+}
+
+static void hook_wait(xp_request_t *r, int timeout_ms)
+{
+	struct xpi_sched *s = r->coll;
+	int64_t deadline = INT64_MAX;
+	if (timeout_ms >= 0)
+		deadline = xpi_now_ns() + (int64_t)timeout_ms * 1000000;
+	run_until_done(s, deadline);
+}
+
+static void hook_destroy(xp_request_t *r)
+{
+	xpi_sched_free(r->coll);
+	r->coll = NULL;
+}
+
+static const struct xpi_coll_hooks sched_hooks = {
+	.advance = hook_advance,
+	.wait = hook_wait,
+	.destroy = hook_destroy,
+};
+
+static void list_it(struct xpi_sched *s)
+{
+	pthread_mutex_lock(&s->comm->ctx->comm_lock);
+	xpi_dlist_push_tail(&s->comm->ctx->coll_active, &s->link);
+	pthread_mutex_unlock(&s->comm->ctx->comm_lock);
+	s->listed = true;
+}
+
+int xpi_sched_start(struct xpi_sched *s, xp_request_t **req)
+{
+	xp_request_t *r = xpi_request_new(s->comm->ctx, XPI_OP_COLL);
+	if (r == NULL) {
+		xpi_sched_free(s);
+		return xpi_fail(-ENOMEM, "rank %d: %s: no memory for the request", s->comm->rank,
+				s->call);
+	}
+	r->comm_obj = s->comm;
+	r->coll = s;
+	r->coll_hooks = &sched_hooks;
+	s->req = r;
+	list_it(s);
+	/* The first step now, so that its messages are on their way even if
+	 * the program computes a while before it tests. */
+	try_advance(s);
+	*req = r;
+	return 0;
+}
+
+int xpi_sched_run(struct xpi_sched *s)
+{
+	list_it(s);
+	run_until_done(s, INT64_MAX);
+	int rc = s->rc;
+	xpi_sched_free(s);
+	return rc;
+}

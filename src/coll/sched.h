@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A collective call as a schedule: a list of steps, each some sends and
+ * receives in the communicator's collective tag space and then, once they
+ * are all done, an optional local reduction. The algorithms (coll.c,
+ * data.c, hier.c) only build schedules; this runs them, for blocking and
+ * nonblocking calls alike: a step is posted when the one before it is
+ * done, whenever the program tests or waits (any of the rank's collectives
+ * runs when any is waited for, so ranks that wait in different orders
+ * never wait for each other).
+ *
+ * Every call takes the communicator's next sequence number; its messages
+ * carry it in their tags with the operation and the step, so two calls
+ * never mix, and the program's receives never see them (another tag
+ * space). A step whose received length is not what was expected fails the
+ * call naming the peer (the members disagree on counts or types); a
+ * member lost fails it naming that rank; the deadline (the context's
+ * timeout from the call's start) fails it with -ETIMEDOUT.
+ */
+#ifndef XPI_SCHED_H
+#define XPI_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/dlist.h"
+#include "../core/engine.h"
+
+enum xpi_coll_kind {
+	XPI_COLL_BARRIER = 1,
+	XPI_COLL_BCAST,
+	XPI_COLL_REDUCE,
+	XPI_COLL_ALLREDUCE,
+	XPI_COLL_ALLGATHER,
+	XPI_COLL_REDUCE_SCATTER,
+	XPI_COLL_ALLTOALL,
+	XPI_COLL_GATHER,
+	XPI_COLL_SCATTER,
+	XPI_COLL_COMM, /* making a communicator */
+};
+
+/* How a reduction combines: acc = acc (op) in, @count elements. */
+struct xpi_combine {
+	void (*fn)(void *acc, const void *in, size_t count, const struct xpi_combine *how);
+	size_t elem; /* bytes of one element */
+	int dtype, op;
+};
+
+struct xpi_sched_op {
+	int peer; /* rank in the communicator */
+	bool send;
+	void *buf;
+	size_t len;
+};
+
+struct xpi_sched_step {
+	unsigned first, nops; /* its ops in the schedule's array */
+	unsigned tag;         /* the step's part of the tag */
+	void *acc;            /* then acc (op)= in, count elements, if count > 0 */
+	const void *in;
+	size_t count;
+};
+
+#define XPI_SCHED_SCRATCH 8
+
+struct xpi_sched {
+	struct xpi_dlink link; /* ctx->coll_active while it runs */
+	xp_comm_t *comm;
+	const char *call; /* "xp_allreduce", for messages */
+	uint64_t tag_base;
+	int64_t deadline;
+	struct xpi_combine how;
+	struct xpi_sched_step *steps;
+	unsigned nsteps, steps_cap;
+	struct xpi_sched_op *ops;
+	unsigned nops, ops_cap;
+	/* Building: the group the algorithm runs over (member index -> rank
+	 * in comm; NULL: all of comm) and where its step numbers start. */
+	const int *group;
+	int gsize, grank;
+	unsigned step_base;
+	/* Running. */
+	unsigned cur;        /* the step in flight, or nsteps */
+	bool posted;         /* its ops are posted */
+	xp_request_t **reqs; /* [ops of the widest step] */
+	xp_status_t *sts;    /* their statuses */
+	unsigned pending, reqs_cap;
+	int rc;           /* the first failure */
+	_Atomic int busy; /* a thread is running it */
+	bool done, listed;
+	xp_request_t *req;                /* the program's handle */
+	void *scratch[XPI_SCHED_SCRATCH]; /* freed with the schedule */
+	unsigned nscratch;
+	/* Run once every step is done, before the request completes: the
+	 * operation's own last touches (an average's division, the rounding of
+	 * float16 back into the program's buffer). */
+	void (*finish)(struct xpi_sched *s);
+	struct {
+		void *work, *dst;
+		size_t count;
+		int dtype, op;
+	} fin;
+};
+
+/* A schedule for @call on @comm, with the communicator's next sequence
+ * number and the context's timeout. NULL (with the detail set) if out of
+ * memory. */
+struct xpi_sched *xpi_sched_new(xp_comm_t *comm, enum xpi_coll_kind kind, const char *call);
+
+/* Builds the next steps over @group (@n members, this rank being @me),
+ * numbered from @step_base. NULL group: the whole communicator. */
+void xpi_sched_group(struct xpi_sched *s, const int *group, int n, int me, unsigned step_base);
+
+/* A step: sends @slen bytes to member @to and receives @rcap from member
+ * @from (either -1: none). 0 or -ENOMEM. */
+int xpi_sched_sendrecv(struct xpi_sched *s, unsigned step, int to, const void *sbuf, size_t slen,
+		       int from, void *rbuf, size_t rcap);
+/* A step of many ops: begin it, add ops to members, in any number. */
+int xpi_sched_begin_step(struct xpi_sched *s, unsigned step);
+int xpi_sched_add(struct xpi_sched *s, int member, bool send, void *buf, size_t len);
+/* After the last step: acc (op)= in over @count elements of s->how. */
+void xpi_sched_combine(struct xpi_sched *s, void *acc, const void *in, size_t count);
+/* @bytes of scratch freed with the schedule, or NULL (detail set). */
+void *xpi_sched_scratch(struct xpi_sched *s, size_t bytes);
+
+/* Starts a built schedule and gives the program its request. 0, or the
+ * failure to post the first step (the schedule is freed). */
+int xpi_sched_start(struct xpi_sched *s, xp_request_t **req);
+/* Starts, waits for and frees a built schedule: the blocking calls. */
+int xpi_sched_run(struct xpi_sched *s);
+/* Frees a schedule that was never started (a failure while building). */
+void xpi_sched_free(struct xpi_sched *s);
+
+#endif
