@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Building and running collective schedules; see sched.h. */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,17 +17,43 @@
 #define TAG_KIND_SHIFT 24
 /* Idle waiting, as xp_wait's: spin, then yield, then nap on the rank's
  * events, looking at least this often whether a member was lost. */
-#define SPIN_ROUNDS 2000
 #define YIELD_NS (1 * 1000000)
 #define NAP_NS (1 * 1000000)
 
+/* The schedule this thread freed last, kept for its next collective
+ * (freed with the thread: the key's destructor). */
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spare_key_make(void)
+{
+	(void)pthread_key_create(&spare_key, free);
+}
+
 struct xpi_sched *xpi_sched_new(xp_comm_t *comm, enum xpi_coll_kind kind, const char *call)
 {
-	struct xpi_sched *s = calloc(1, sizeof(*s));
-	if (s == NULL) {
-		xpi_fail(-ENOMEM, "rank %d: %s: no memory for its schedule", comm->rank, call);
-		return NULL;
+	pthread_once(&spare_once, spare_key_make);
+	struct xpi_sched *s = pthread_getspecific(spare_key);
+	if (s != NULL) {
+		pthread_setspecific(spare_key, NULL);
+	} else {
+		s = malloc(sizeof(*s));
+		if (s == NULL) {
+			xpi_fail(-ENOMEM, "rank %d: %s: no memory for its schedule", comm->rank,
+				 call);
+			return NULL;
+		}
 	}
+	/* Every field but the inline arrays, which are written before read. */
+	memset(s, 0, offsetof(struct xpi_sched, steps_inline));
+	s->steps = s->steps_inline;
+	s->steps_cap = XPI_SCHED_INLINE_STEPS;
+	s->ops = s->ops_inline;
+	s->ops_cap = XPI_SCHED_INLINE_OPS;
+	s->reqs = s->reqs_inline;
+	s->sts = s->sts_inline;
+	s->reqs_cap = XPI_SCHED_INLINE_OPS;
+	s->scratch_used = 0;
 	uint32_t seq = comm->coll_seq++;
 	s->comm = comm;
 	s->call = call;
@@ -47,6 +74,11 @@ void xpi_sched_group(struct xpi_sched *s, const int *group, int n, int me, unsig
 
 void *xpi_sched_scratch(struct xpi_sched *s, size_t bytes)
 {
+	size_t at = (s->scratch_used + 63) & ~(size_t)63;
+	if (bytes <= XPI_SCHED_INLINE_SCRATCH && at + bytes <= XPI_SCHED_INLINE_SCRATCH) {
+		s->scratch_used = at + bytes;
+		return s->scratch_inline + at;
+	}
 	if (s->nscratch == XPI_SCHED_SCRATCH) {
 		xpi_fail(-ENOMEM, "rank %d: %s: too many scratch buffers", s->comm->rank, s->call);
 		return NULL;
@@ -60,16 +92,19 @@ void *xpi_sched_scratch(struct xpi_sched *s, size_t bytes)
 	return p;
 }
 
-static int grow(void **arr, unsigned *cap, unsigned need, size_t elem)
+/* Grows an array that starts in the schedule's inline room (@inline_buf). */
+static int grow(void **arr, unsigned *cap, unsigned need, size_t elem, const void *inline_buf)
 {
 	if (need <= *cap)
 		return 0;
-	unsigned n = *cap != 0 ? *cap * 2 : 16;
+	unsigned n = *cap * 2;
 	while (n < need)
 		n *= 2;
-	void *p = realloc(*arr, (size_t)n * elem);
+	void *p = *arr == inline_buf ? malloc((size_t)n * elem) : realloc(*arr, (size_t)n * elem);
 	if (p == NULL)
 		return -ENOMEM;
+	if (*arr == inline_buf)
+		memcpy(p, inline_buf, (size_t)*cap * elem);
 	*arr = p;
 	*cap = n;
 	return 0;
@@ -77,7 +112,8 @@ static int grow(void **arr, unsigned *cap, unsigned need, size_t elem)
 
 int xpi_sched_begin_step(struct xpi_sched *s, unsigned step)
 {
-	if (grow((void **)&s->steps, &s->steps_cap, s->nsteps + 1, sizeof(*s->steps)) < 0)
+	if (grow((void **)&s->steps, &s->steps_cap, s->nsteps + 1, sizeof(*s->steps),
+		 s->steps_inline) < 0)
 		return xpi_fail(-ENOMEM, "rank %d: %s: no memory for its schedule", s->comm->rank,
 				s->call);
 	s->steps[s->nsteps++] =
@@ -87,7 +123,7 @@ int xpi_sched_begin_step(struct xpi_sched *s, unsigned step)
 
 int xpi_sched_add(struct xpi_sched *s, int member, bool send, void *buf, size_t len)
 {
-	if (grow((void **)&s->ops, &s->ops_cap, s->nops + 1, sizeof(*s->ops)) < 0)
+	if (grow((void **)&s->ops, &s->ops_cap, s->nops + 1, sizeof(*s->ops), s->ops_inline) < 0)
 		return xpi_fail(-ENOMEM, "rank %d: %s: no memory for its schedule", s->comm->rank,
 				s->call);
 	int peer = s->group != NULL ? s->group[member] : member;
@@ -122,10 +158,17 @@ void xpi_sched_free(struct xpi_sched *s)
 		return;
 	for (unsigned i = 0; i < s->nscratch; i++)
 		free(s->scratch[i]);
-	free(s->steps);
-	free(s->ops);
-	free(s->reqs);
-	free(s->sts);
+	if (s->steps != s->steps_inline)
+		free(s->steps);
+	if (s->ops != s->ops_inline)
+		free(s->ops);
+	if (s->reqs != s->reqs_inline)
+		free(s->reqs);
+	if (s->sts != s->sts_inline)
+		free(s->sts);
+	pthread_once(&spare_once, spare_key_make);
+	if (pthread_getspecific(spare_key) == NULL && pthread_setspecific(spare_key, s) == 0)
+		return;
 	free(s);
 }
 
@@ -168,6 +211,7 @@ static void conclude(struct xpi_sched *s, int rc, const char *detail)
 	if (s->listed) {
 		pthread_mutex_lock(&s->comm->ctx->comm_lock);
 		xpi_dlist_remove(&s->link);
+		atomic_fetch_sub(&s->comm->ctx->coll_nactive, 1);
 		pthread_mutex_unlock(&s->comm->ctx->comm_lock);
 		s->listed = false;
 	}
@@ -199,10 +243,8 @@ static int post_step(struct xpi_sched *s)
 	const struct xpi_sched_step *st = &s->steps[s->cur];
 	uint64_t tag = s->tag_base | st->tag;
 	unsigned sts_cap = s->reqs_cap;
-	if (grow((void **)&s->reqs, &s->reqs_cap, st->nops, sizeof(*s->reqs)) < 0 ||
-	    grow((void **)&s->sts, &sts_cap, st->nops, sizeof(*s->sts)) < 0)
-		return xpi_fail(-ENOMEM, "no memory for its requests");
-	if (sts_cap != s->reqs_cap) /* both grow alike, from the same capacity */
+	if (grow((void **)&s->sts, &sts_cap, st->nops, sizeof(*s->sts), s->sts_inline) < 0 ||
+	    grow((void **)&s->reqs, &s->reqs_cap, st->nops, sizeof(*s->reqs), s->reqs_inline) < 0)
 		return xpi_fail(-ENOMEM, "no memory for its requests");
 	s->pending = 0;
 	int rc = 0;
@@ -319,6 +361,10 @@ static void advance_others(xp_context_t *ctx, struct xpi_sched *self)
 {
 	struct xpi_sched *todo[16];
 	unsigned n = 0;
+	/* The usual case, nothing else in progress: no lock. */
+	if (atomic_load_explicit(&ctx->coll_nactive, memory_order_relaxed) <=
+	    (self->listed ? 1 : 0))
+		return;
 	pthread_mutex_lock(&ctx->comm_lock);
 	for (struct xpi_dlink *l = ctx->coll_active.next; l != &ctx->coll_active && n < 16;
 	     l = l->next) {
@@ -351,7 +397,7 @@ static void run_until_done(struct xpi_sched *s, int64_t deadline)
 			idle_since = 0;
 			continue;
 		}
-		if (++rounds < SPIN_ROUNDS)
+		if (++rounds < ctx->spin_rounds)
 			continue;
 		int64_t now = xpi_now_ns();
 		if (now >= deadline && deadline < s->deadline) {
@@ -404,6 +450,7 @@ static void list_it(struct xpi_sched *s)
 {
 	pthread_mutex_lock(&s->comm->ctx->comm_lock);
 	xpi_dlist_push_tail(&s->comm->ctx->coll_active, &s->link);
+	atomic_fetch_add(&s->comm->ctx->coll_nactive, 1);
 	pthread_mutex_unlock(&s->comm->ctx->comm_lock);
 	s->listed = true;
 }
@@ -430,7 +477,8 @@ int xpi_sched_start(struct xpi_sched *s, xp_request_t **req)
 
 int xpi_sched_run(struct xpi_sched *s)
 {
-	list_it(s);
+	/* Not listed: its own thread runs it to the end, and runs the
+	 * others' while it waits. */
 	run_until_done(s, INT64_MAX);
 	int rc = s->rc;
 	xpi_sched_free(s);

@@ -63,6 +63,11 @@ struct xpi_sched_step {
 };
 
 #define XPI_SCHED_SCRATCH 8
+/* Room in the schedule itself, so that a small collective allocates
+ * nothing (a freed schedule is kept per thread for the next call). */
+#define XPI_SCHED_INLINE_STEPS 8
+#define XPI_SCHED_INLINE_OPS 16
+#define XPI_SCHED_INLINE_SCRATCH 1024
 
 struct xpi_sched {
 	struct xpi_dlink link; /* ctx->coll_active while it runs */
@@ -101,6 +106,12 @@ struct xpi_sched {
 		size_t count;
 		int dtype, op;
 	} fin;
+	struct xpi_sched_step steps_inline[XPI_SCHED_INLINE_STEPS];
+	struct xpi_sched_op ops_inline[XPI_SCHED_INLINE_OPS];
+	xp_request_t *reqs_inline[XPI_SCHED_INLINE_OPS];
+	xp_status_t sts_inline[XPI_SCHED_INLINE_OPS];
+	size_t scratch_used;
+	_Alignas(64) uint8_t scratch_inline[XPI_SCHED_INLINE_SCRATCH];
 };
 
 /* A schedule for @call on @comm, with the communicator's next sequence

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Creating and destroying a rank's context; accessors; statistics. */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,7 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 	ctx->cfg = *cfg;
 	ctx->serialized = cfg->thread_mode == XP_THREAD_SERIALIZED;
 	ctx->eager_credit_per_peer = cfg->unexpected_max_bytes / (uint64_t)size;
+	ctx->spin_rounds = XPI_SPIN_ROUNDS;
 	xpi_mpsc_init(&ctx->cmdq);
 	xpi_dlist_init(&ctx->reposts);
 	ctx->world = (struct xp_comm){ .ctx = ctx, .id = 0, .rank = rank, .size = size };
@@ -189,6 +191,13 @@ void xpi_context_destroy(xp_context_t *ctx)
 	pthread_mutex_destroy(&ctx->comm_lock);
 	free(ctx->peers);
 	free(ctx);
+}
+
+void xpi_context_set_ranks_here(xp_context_t *ctx, int ranks_here)
+{
+	cpu_set_t set;
+	int ncpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+	ctx->spin_rounds = ranks_here > ncpus ? XPI_SPIN_ROUNDS_SHARED : XPI_SPIN_ROUNDS;
 }
 
 XPI_EXPORT int xp_rank(const xp_context_t *ctx)

@@ -205,6 +205,10 @@ struct xp_comm {
 /* Point-to-point in a communicator's collective tag space (p2p.c), for
  * src/coll: as xp_isend and xp_irecv (exact tag), @dest and @source ranks
  * of @comm. */
+/* This rank shares its host with @ranks_here ranks (itself included):
+ * waiters spin less when they outnumber the CPUs it may use. */
+void xpi_context_set_ranks_here(xp_context_t *ctx, int ranks_here);
+
 int xpi_coll_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t tag,
 		   xp_request_t **req);
 int xpi_coll_irecv(xp_comm_t *comm, void *buf, size_t cap, int source, uint64_t tag,
@@ -295,6 +299,14 @@ struct xp_context {
 	 * comm_lock: whoever waits for one runs them all, so two ranks waiting
 	 * for different ones in different orders never wait for each other. */
 	struct xpi_dlink coll_active;
+	_Atomic int coll_nactive; /* their number, read without the lock */
+	/* Idle rounds a waiter spins before it yields the CPU: many while
+	 * each rank of this host has a CPU of its own, few when they
+	 * outnumber the CPUs (a spinner would then hold the CPU its peer
+	 * needs to answer; Open MPI's yield_when_idle). */
+	unsigned spin_rounds;
+#define XPI_SPIN_ROUNDS 2000
+#define XPI_SPIN_ROUNDS_SHARED 20
 	struct xpi_msg *free_msgs; /* owner: descriptor cache */
 	void *local_job;           /* set if a local job owns this context */
 	struct xpi_boot *boot;     /* set for a rank of a networked job */

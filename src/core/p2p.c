@@ -199,7 +199,6 @@ XPI_EXPORT int xp_test(xp_request_t **reqp, xp_status_t *status)
  * time sleep on every transport's events at once. Sleeping sooner cost a
  * window of in-process 4 KiB sends 30% of its bandwidth here (the sender
  * slept between windows and waited for a wake-up each time). */
-#define SPIN_BEFORE_YIELD 2000
 #define YIELD_BEFORE_SLEEP_NS (1 * 1000000)
 /* A sleep's bound when nothing nearer ends it: every transport wakes a
  * sleeper on its events, so this only limits what a missed wake-up (a
@@ -283,12 +282,12 @@ XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 			sched_yield(); /* the asking thread takes it now */
 			continue;
 		}
-		if (++idle < SPIN_BEFORE_YIELD) {
+		if (++idle < ctx->spin_rounds) {
 			xpi_cpu_relax();
 			continue;
 		}
 		int64_t now = xpi_now_ns();
-		if (idle == SPIN_BEFORE_YIELD)
+		if (idle == ctx->spin_rounds)
 			idle_since = now;
 		if (!owner || now - idle_since < YIELD_BEFORE_SLEEP_NS) {
 			sched_yield(); /* without the token: another thread runs the engine */
@@ -301,8 +300,8 @@ XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 			until = deadline;
 		xpi_engine_sleep(ctx, until, r); /* gives the token back */
 		owner = false;
-		idle = SPIN_BEFORE_YIELD + 1; /* still idle: sleep again after one round */
-		rounds |= 15;                 /* look at the deadline at once */
+		idle = ctx->spin_rounds + 1; /* still idle: sleep again after one round */
+		rounds |= 15;                /* look at the deadline at once */
 	}
 	if (owner)
 		xpi_owner_release(ctx);

@@ -16,7 +16,6 @@
 #include "log.h"
 
 /* As xp_wait's spin and yield phases (p2p.c). */
-#define SPIN_ROUNDS 2000
 #define YIELD_NS (1 * 1000000)
 /* A nap's bound: another thread's completion of one of the requests need
  * not wake this one, so it looks again at least this often. */
@@ -141,7 +140,7 @@ XPI_EXPORT int xp_waitany(size_t n, xp_request_t **reqs, int timeout_ms, size_t 
 			idle_since = 0;
 			continue;
 		}
-		if (round < SPIN_ROUNDS)
+		if (round < ctx->spin_rounds)
 			continue;
 		int64_t now = xpi_now_ns();
 		if (now >= deadline) {

@@ -86,6 +86,7 @@ int xpi_local_job_create(int n, const struct xpi_config *cfg, xp_local_job_t **o
 		job->ctxs[i]->oob_allgather = xpi_local_oob_allgather;
 		job->ctxs[i]->owned_by_job = true;
 		job->ctxs[i]->sleepers_barrier = job->asym_barrier;
+		xpi_context_set_ranks_here(job->ctxs[i], n);
 		rc = xpi_context_add_tl(job->ctxs[i], &xpi_inproc_ops, ip);
 		if (rc < 0)
 			goto fail;

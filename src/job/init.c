@@ -162,6 +162,10 @@ static void learn_hosts_and_costs(xp_context_t *ctx, const struct negotiation *n
 		ctx->peers[p].lat_ns = s != NULL ? s->lat_ns : 5000;
 		ctx->peers[p].bw_mbps = b != NULL ? b->bw_mbps : 1000;
 	}
+	int here = 0;
+	for (int p = 0; p < n; p++)
+		here += ctx->peers[p].host == ctx->peers[ctx->rank].host;
+	xpi_context_set_ranks_here(ctx, here);
 }
 
 static void destroy_networked(xp_context_t *ctx)
