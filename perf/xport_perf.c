@@ -281,6 +281,10 @@ static void usage(FILE *f)
 		"usage: xport-perf [lat|bw|bibw|rate|all] [--json] [--sizes a,b,c] [--iters N]\n"
 		"                  [--window N] [--transport inproc|shm|tcp] [--no-pin] [--progress]\n"
 		"                  [--version] [--help]\n"
+		"       xport-perf allreduce|reduce_scatter|allgather|bcast|alltoall|barrier|coll\n"
+		"                  [-b MIN] [-e MAX] [-f FACTOR] [--sizes a,b,c] [--dtype T] [--op OP]\n"
+		"                  [--iters N] [--warmup N] [--check] [--in-place] [--ranks N]\n"
+		"                  [--json] [--transport inproc|shm|tcp] [--no-pin] [--progress]\n"
 		"\n"
 		"Measures xport between two ranks: two threads of this process (in-process\n"
 		"transport), or, when a launcher started it (XP_RANK, OMPI_COMM_WORLD_RANK,\n"
@@ -298,6 +302,22 @@ static void usage(FILE *f)
 		"  rate         message rate of small messages (Mmsg_per_s), as bw; default sizes\n"
 		"               up to %d B\n"
 		"  all          all four (the default)\n"
+		"  allreduce, reduce_scatter, allgather, bcast, alltoall, barrier: a collective\n"
+		"               between any number of ranks (the job's, or --ranks threads), as\n"
+		"               nccl-tests: time_us_avg/min/p50/p99 of a call (the slowest rank's),\n"
+		"               algbw_GBps, busbw_GBps; coll: all six\n"
+		"  -b, --minbytes N, -e, --maxbytes N, -f, --stepfactor F\n"
+		"               collectives' sizes: N, N x F, ... up to MAX (default 8 to 64m by 4);\n"
+		"               sizes that are not whole elements are rounded down (said)\n"
+		"  --dtype T    int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32\n"
+		"               (default) float64\n"
+		"  --op OP      sum (default) prod min max avg (allreduce, reduce_scatter)\n"
+		"  --warmup N   collectives: calls before the timed ones (default iters/10, >= 5)\n"
+		"  --check      compare every element of every result with a local reference\n"
+		"               (exit 1 naming rank, element, got and want)\n"
+		"  --in-place   XP_IN_PLACE as the send buffer\n"
+		"  --ranks N    in-process collectives: N threads (default 2, at most %d); not\n"
+		"               pinned if the process has fewer CPUs\n"
 		"  --json       JSON lines on stdout: first {\"type\":\"run\",...} (version,\n"
 		"               command, transport), then one object per row with the table's\n"
 		"               column names as keys (null: not measured); header on stderr\n"
@@ -314,14 +334,14 @@ static void usage(FILE *f)
 		"               ranks of one host, tcp otherwise), else inproc. With shm or\n"
 		"               tcp, XP_TRANSPORTS (if set) must list T; inproc does not go\n"
 		"               with XP_TRANSPORTS (exit 2 either way). A job must have\n"
-		"               exactly 2 ranks; other sizes are refused\n"
+		"               exactly 2 ranks for lat/bw/bibw/rate; any for collectives\n"
 		"  --no-pin     leave the ranks where the scheduler puts them\n"
 		"  --progress   a line on stderr per size (the default when stderr is a\n"
 		"               terminal, or under xprun when xprun's is: XPRUN_STDERR_TTY=1)\n"
 		"  --version    print the version and exit\n"
 		"Environment: XP_TRANSPORTS, XP_TIMEOUT_MS, XP_RNDV_THRESHOLD, XP_POOL_MAX_BYTES, ...\n"
 		"(xport.h). See xport-perf(1).\n",
-		RATE_MAX_DEFAULT_SIZE, DEFAULT_WINDOW);
+		RATE_MAX_DEFAULT_SIZE, MAX_INPROC_RANKS, DEFAULT_WINDOW);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1094,12 +1114,6 @@ static void run_stream(struct rank_state *rs, enum test_id t, size_t size)
 /* ------------------------------------------------------------------------- */
 /* Collectives                                                               */
 
-/* Calls a size gets, by bytes moved: about this many bytes in all, within
- * COLL_MIN_ITERS and COLL_MAX_ITERS. A default `xprun -n 2 xport-perf
- * allreduce` takes a few seconds here. */
-#define COLL_BYTES_BUDGET ((size_t)256 << 20)
-#define COLL_MIN_ITERS 20
-#define COLL_MAX_ITERS 1000
 /* bcast's root, as nccl-tests' default. */
 #define COLL_ROOT 0
 
@@ -1133,20 +1147,12 @@ static void coll_shape_of(enum coll_id t, size_t size, xp_dtype_t dt, int n, str
 	sh->bytes = sh->elems * es;
 }
 
+/* Calls of a size (perf_util.h: a default run of `xprun -n 2 xport-perf
+ * allreduce` takes a few seconds here). */
 static void coll_plan(const struct opts *o, size_t bytes, long *iters, long *warm)
 {
-	if (o->iters > 0) {
-		*iters = o->iters;
-	} else {
-		long by_bytes = bytes != 0 ? (long)(COLL_BYTES_BUDGET / bytes) : COLL_MAX_ITERS;
-		*iters = by_bytes < COLL_MIN_ITERS ? COLL_MIN_ITERS :
-			 by_bytes > COLL_MAX_ITERS ? COLL_MAX_ITERS :
-						     by_bytes;
-	}
-	if (o->warmup >= 0)
-		*warm = o->warmup;
-	else
-		*warm = *iters / 10 > 5 ? *iters / 10 : 5;
+	*iters = o->iters > 0 ? o->iters : perf_coll_iters(bytes);
+	*warm = o->warmup >= 0 ? o->warmup : perf_coll_warmup(*iters);
 }
 
 /* nccl-tests' bus bandwidth factor (doc/PERFORMANCE.md there), or -1. */
