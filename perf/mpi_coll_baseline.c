@@ -238,7 +238,7 @@ static void run_size(const struct opts *o, size_t size, float *sbuf, float *rbuf
 	printf("{\"test\":\"allreduce\",\"system\":\"openmpi\",\"size\":%zu,\"count\":%zu,"
 	       "\"dtype\":\"float32\",\"op\":\"sum\",\"iters\":%ld,\"warmup\":%ld,"
 	       "\"time_us_avg\":%.3f,\"time_us_min\":%.3f,\"time_us_p50\":%.3f,"
-	       "\"time_us_p99\":%.3f,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f,"
+	       "\"time_us_p99\":%.3f,\"algbw_GBps\":%.6f,\"busbw_GBps\":%.6f,"
 	       "\"algorithm\":\"ompi-default\",\"transports\":\"%s\",\"ranks\":%d,"
 	       "\"in_place\":false,\"check\":false}\n",
 	       bytes, count, iters, warm, avg / 1e3, t[0] / 1e3,

@@ -1466,7 +1466,8 @@ static void print_coll_head(const struct opts *o)
 static void print_coll_row(const struct opts *o, const struct coll_row *r)
 {
 	const double v[6] = { r->avg_us, r->min_us, r->p50_us, r->p99_us, r->algbw, r->busbw };
-	static const int prec[6] = { 3, 3, 3, 3, 3, 3 };
+	/* JSON keeps small sizes' bandwidths from rounding to 0. */
+	const int bw_prec = o->json ? 6 : 3, prec[6] = { 3, 3, 3, 3, bw_prec, bw_prec };
 	char f[6][32];
 	for (int k = 0; k < 6; k++)
 		(o->json ? json_num : fmt_num)(f[k], sizeof(f[k]), v[k], prec[k]);
