@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Timing and statistics shared by the benchmark programs (xport-perf,
- * sock-baseline, mpi-baseline), so that they measure and report alike.
+ * sock-baseline, mpi-baseline, mpi-coll-baseline), so that they measure and report alike.
  */
 #ifndef XP_PERF_UTIL_H
 #define XP_PERF_UTIL_H
@@ -46,6 +46,29 @@ static inline size_t pct_index(size_t n, double p)
 {
 	size_t k = (size_t)((p / 100.0) * (double)n + 0.999999);
 	return k == 0 ? 0 : (k > n ? n - 1 : k - 1);
+}
+
+/*
+ * Collectives: how many timed calls a size gets, by the bytes of a call:
+ * about 256 MiB in all, 20 to 1000 calls; and warmup calls, a tenth of
+ * that, at least 5. xport-perf and mpi-coll-baseline plan alike, so that
+ * their rows compare call for call.
+ */
+#define PERF_COLL_BYTES_BUDGET ((size_t)256 << 20)
+#define PERF_COLL_MIN_ITERS 20
+#define PERF_COLL_MAX_ITERS 1000
+
+static inline long perf_coll_iters(size_t bytes)
+{
+	long by_bytes = bytes != 0 ? (long)(PERF_COLL_BYTES_BUDGET / bytes) : PERF_COLL_MAX_ITERS;
+	return by_bytes < PERF_COLL_MIN_ITERS ? PERF_COLL_MIN_ITERS :
+	       by_bytes > PERF_COLL_MAX_ITERS ? PERF_COLL_MAX_ITERS :
+						by_bytes;
+}
+
+static inline long perf_coll_warmup(long iters)
+{
+	return iters / 10 > 5 ? iters / 10 : 5;
 }
 
 static inline void cpu_relax(void)

@@ -37,6 +37,27 @@
  *  - Every received message is checked (length, source, tag, first and last
  *    byte, which change with every iteration), so a library that drops or
  *    misdelivers data fails the run instead of reporting a number.
+ *
+ * Collectives (allreduce, reduce_scatter, allgather, bcast, alltoall,
+ * barrier; "coll" for all of them), the way nccl-tests and the OSU
+ * collective tests measure them, between any number of ranks (threads:
+ * --ranks N; processes: the job's size):
+ *  - Each rank times each call (warmup calls first) back to back, with no
+ *    barrier between calls; an iteration's time is the largest of the
+ *    ranks' times for it, as nccl-tests reports. The per-call times reach
+ *    rank 0 out of band (xp_oob_allgather) after the last call.
+ *  - The size is the largest buffer of the call, as in nccl-tests:
+ *    allreduce and bcast the vector, reduce_scatter the input of every
+ *    rank's blocks, allgather the output, alltoall one rank's input. It is
+ *    rounded down to whole elements (and, for the three with a block per
+ *    rank, to a multiple of ranks x element size).
+ *  - algbw = size / mean time; busbw = algbw x the nccl-tests factor
+ *    (allreduce 2(n-1)/n; reduce_scatter, allgather, alltoall (n-1)/n;
+ *    bcast 1), the rate at which the busiest link would have to move data.
+ *  - --check fills every rank's input from small integers that depend on
+ *    the rank and the element, so that the result is exact in every type,
+ *    and compares every element of every call's result with what the rank
+ *    computes locally.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -58,7 +79,10 @@
 #include "perf_util.h"
 #include "shell_words.h"
 
+/* Ranks of the point-to-point tests. */
 #define NRANKS 2
+/* Ranks of an in-process collective run at most (--ranks). */
+#define MAX_INPROC_RANKS 256
 #define DEFAULT_WINDOW 64
 #define MAX_SIZE ((size_t)1 << 30)
 /* The receiver of a window keeps window x size bytes of receive buffers. */
@@ -77,6 +101,32 @@ static const char *const test_name[NTESTS] = { "lat", "bw", "bibw", "rate" };
 /* Tags of measured messages, one per test. Nothing else is ever sent. */
 static const uint64_t test_tag[NTESTS] = { 0x1a7, 0xb3, 0xb1b3, 0x4a7e };
 
+enum coll_id { C_ALLREDUCE, C_REDUCE_SCATTER, C_ALLGATHER, C_BCAST, C_ALLTOALL, C_BARRIER, NCOLL };
+
+static const char *const coll_name[NCOLL] = {
+	"allreduce", "reduce_scatter", "allgather", "bcast", "alltoall", "barrier",
+};
+/* The algorithm of each collective but allreduce, whose choice
+ * xp_allreduce_algo_get() tells (src/coll). */
+static const char *const coll_algo[NCOLL] = {
+	NULL, "ring", "ring", "binomial", "pairwise", "dissemination",
+};
+
+static const char *const dtype_name[XP_DTYPE_COUNT] = {
+	[XP_INT8] = "int8",       [XP_UINT8] = "uint8",       [XP_INT32] = "int32",
+	[XP_UINT32] = "uint32",   [XP_INT64] = "int64",       [XP_UINT64] = "uint64",
+	[XP_FLOAT16] = "float16", [XP_BFLOAT16] = "bfloat16", [XP_FLOAT32] = "float32",
+	[XP_FLOAT64] = "float64",
+};
+static const char *const op_name[XP_OP_COUNT] = {
+	[XP_SUM] = "sum", [XP_PROD] = "prod", [XP_MIN] = "min", [XP_MAX] = "max", [XP_AVG] = "avg",
+};
+
+/* The collectives' default sweep, as nccl-tests' -b -e -f. */
+#define COLL_MIN_BYTES 8
+#define COLL_MAX_BYTES ((size_t)64 << 20)
+#define COLL_FACTOR 4
+
 static const size_t default_sizes[] = {
 	0, 8, 64, 256, 1000, 4096, 16384, 65536, 262144, 1048576, 4194304,
 };
@@ -85,12 +135,23 @@ enum transport_choice { TR_AUTO, TR_INPROC, TR_TCP, TR_SHM };
 
 struct opts {
 	bool test[NTESTS];
+	bool coll[NCOLL];
+	bool is_coll; /* collectives asked for (never with point-to-point tests) */
 	bool json, progress, pin, sizes_given;
 	int transport; /* enum transport_choice */
 	size_t *sizes;
 	int nsizes;
-	long iters; /* 0: chosen per size */
+	long iters;  /* 0: chosen per size */
+	long warmup; /* collectives; -1: chosen per size */
 	int window;
+	int nranks; /* in-process collectives: --ranks (default 2) */
+	bool ranks_given;
+	size_t minbytes, maxbytes; /* -b, -e; 0: not given */
+	long factor;               /* -f; 0: not given */
+	xp_dtype_t dtype;
+	xp_op_t op;
+	bool dtype_given, op_given;
+	bool check, in_place;
 };
 
 /* One line of output. A negative figure means "not measured by this test". */
@@ -133,8 +194,11 @@ struct bench {
 	bool net; /* ranks are processes (xp_init), not threads */
 	const char *launcher;
 	xp_config_t cfg;
-	int cpu[NRANKS];     /* in-process: the CPU each rank is pinned to, or -1 */
-	int pin_err[NRANKS]; /* in-process: pthread_setaffinity_np's error, or 0 */
+	int nranks;          /* of the job: 2 for point-to-point tests */
+	int *cpu;            /* in-process: the CPU each rank is pinned to, or -1 */
+	int *pin_err;        /* in-process: pthread_setaffinity_np's error, or 0 */
+	int pin_cpus;        /* in-process: CPUs this process may use */
+	char transports[64]; /* collectives: what serves rank 0's pairs ("shm+tcp") */
 	struct spin_barrier bar;
 	double clock_ns; /* cost of one clock read */
 	double base_p50_us, lat8_p50_us, bw1m_mbps;
@@ -159,7 +223,7 @@ struct rank_state {
 	uint8_t *win;           /* receivers of windowed tests: a round's buffers */
 	int64_t *ts;            /* lat: timestamps of rank 0 */
 	double *t_ns;           /* windowed tests: this rank's receive time per round */
-	double *t_all;          /* the same of every rank (NRANKS x rounds) */
+	double *t_all;          /* the same of every rank (nranks x rounds) */
 	double *sum;            /* rank 0: per-round figures to sort */
 	xp_request_t **sreqs;   /* the send window */
 	xp_request_t **rreqs;   /* a round's receives */
@@ -167,7 +231,7 @@ struct rank_state {
 	bool sent;              /* sent since the last control operation (ctl_net) */
 	uint64_t bufs_at_start; /* pooled buffers in use before the tests */
 	xp_stats_t st_before;   /* counters at the start of the test */
-	struct rank_info info[NRANKS];
+	struct rank_info *info; /* every rank's, nranks of them */
 };
 
 static FILE *hdr_out;     /* header and summary: stdout, or stderr with --json */
@@ -217,6 +281,10 @@ static void usage(FILE *f)
 		"usage: xport-perf [lat|bw|bibw|rate|all] [--json] [--sizes a,b,c] [--iters N]\n"
 		"                  [--window N] [--transport inproc|shm|tcp] [--no-pin] [--progress]\n"
 		"                  [--version] [--help]\n"
+		"       xport-perf allreduce|reduce_scatter|allgather|bcast|alltoall|barrier|coll\n"
+		"                  [-b MIN] [-e MAX] [-f FACTOR] [--sizes a,b,c] [--dtype T] [--op OP]\n"
+		"                  [--iters N] [--warmup N] [--check] [--in-place] [--ranks N]\n"
+		"                  [--json] [--transport inproc|shm|tcp] [--no-pin] [--progress]\n"
 		"\n"
 		"Measures xport between two ranks: two threads of this process (in-process\n"
 		"transport), or, when a launcher started it (XP_RANK, OMPI_COMM_WORLD_RANK,\n"
@@ -234,6 +302,22 @@ static void usage(FILE *f)
 		"  rate         message rate of small messages (Mmsg_per_s), as bw; default sizes\n"
 		"               up to %d B\n"
 		"  all          all four (the default)\n"
+		"  allreduce, reduce_scatter, allgather, bcast, alltoall, barrier: a collective\n"
+		"               between any number of ranks (the job's, or --ranks threads), as\n"
+		"               nccl-tests: time_us_avg/min/p50/p99 of a call (the slowest rank's),\n"
+		"               algbw_GBps, busbw_GBps; coll: all six\n"
+		"  -b, --minbytes N, -e, --maxbytes N, -f, --stepfactor F\n"
+		"               collectives' sizes: N, N x F, ... up to MAX (default 8 to 64m by 4);\n"
+		"               sizes that are not whole elements are rounded down (said)\n"
+		"  --dtype T    int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32\n"
+		"               (default) float64\n"
+		"  --op OP      sum (default) prod min max avg (allreduce, reduce_scatter)\n"
+		"  --warmup N   collectives: calls before the timed ones (default iters/10, >= 5)\n"
+		"  --check      compare every element of every result with a local reference\n"
+		"               (exit 1 naming rank, element, got and want)\n"
+		"  --in-place   XP_IN_PLACE as the send buffer\n"
+		"  --ranks N    in-process collectives: N threads (default 2, at most %d); not\n"
+		"               pinned if the process has fewer CPUs\n"
 		"  --json       JSON lines on stdout: first {\"type\":\"run\",...} (version,\n"
 		"               command, transport), then one object per row with the table's\n"
 		"               column names as keys (null: not measured); header on stderr\n"
@@ -250,14 +334,14 @@ static void usage(FILE *f)
 		"               ranks of one host, tcp otherwise), else inproc. With shm or\n"
 		"               tcp, XP_TRANSPORTS (if set) must list T; inproc does not go\n"
 		"               with XP_TRANSPORTS (exit 2 either way). A job must have\n"
-		"               exactly 2 ranks; other sizes are refused\n"
+		"               exactly 2 ranks for lat/bw/bibw/rate; any for collectives\n"
 		"  --no-pin     leave the ranks where the scheduler puts them\n"
 		"  --progress   a line on stderr per size (the default when stderr is a\n"
 		"               terminal, or under xprun when xprun's is: XPRUN_STDERR_TTY=1)\n"
 		"  --version    print the version and exit\n"
 		"Environment: XP_TRANSPORTS, XP_TIMEOUT_MS, XP_RNDV_THRESHOLD, XP_POOL_MAX_BYTES, ...\n"
 		"(xport.h). See xport-perf(1).\n",
-		RATE_MAX_DEFAULT_SIZE, DEFAULT_WINDOW);
+		RATE_MAX_DEFAULT_SIZE, MAX_INPROC_RANKS, DEFAULT_WINDOW);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -274,10 +358,11 @@ static void usage(FILE *f)
  * well under a millisecond. */
 #define SPINS_BEFORE_YIELD_TIGHT (1u << 16)
 
-static void barrier_wait(struct spin_barrier *bar)
+static void barrier_wait(struct spin_barrier *bar, int nranks)
 {
 	unsigned phase = atomic_load_explicit(&bar->phase, memory_order_acquire);
-	if (atomic_fetch_add_explicit(&bar->count, 1, memory_order_acq_rel) == NRANKS - 1) {
+	if (atomic_fetch_add_explicit(&bar->count, 1, memory_order_acq_rel) ==
+	    (unsigned)nranks - 1) {
 		atomic_store_explicit(&bar->count, 0, memory_order_relaxed);
 		atomic_store_explicit(&bar->phase, phase + 1, memory_order_release);
 		return;
@@ -365,7 +450,7 @@ static void ctl_barrier(struct rank_state *rs)
 	if (rs->b->net)
 		ctl_net(rs, true, NULL, 0, NULL);
 	else
-		barrier_wait(&rs->b->bar);
+		barrier_wait(&rs->b->bar, rs->b->nranks);
 }
 
 /* Every rank's @len bytes, in rank order, into @all; outside the measured
@@ -417,7 +502,7 @@ static int64_t round_start(struct rank_state *rs, bool sends, bool recvs)
 	int64_t t0 = 0;
 
 	if (!b->net) {
-		barrier_wait(&b->bar);
+		barrier_wait(&b->bar, b->nranks);
 		rs->go_seq++;
 		if (recvs) {
 			t0 = now_ns();
@@ -743,7 +828,7 @@ static void run_baseline(struct rank_state *rs)
 		progress(rs, "lat cacheline-baseline", sizeof(uint64_t));
 		atomic_store(line, 0);
 	}
-	barrier_wait(&b->bar);
+	barrier_wait(&b->bar, b->nranks);
 	if (rs->rank == 0) {
 		for (long i = 0; i < n; i++) {
 			uint64_t want = 2 * (uint64_t)i + 2;
@@ -773,7 +858,7 @@ static void run_baseline(struct rank_state *rs)
 			atomic_store_explicit(line, want + 1, memory_order_release);
 		}
 	}
-	barrier_wait(&b->bar);
+	barrier_wait(&b->bar, b->nranks);
 	if (rs->rank == 0) {
 		int64_t *rt = rs->ts + warm;
 		for (long i = 0; i < iters; i++)
@@ -1027,6 +1112,486 @@ static void run_stream(struct rank_state *rs, enum test_id t, size_t size)
 }
 
 /* ------------------------------------------------------------------------- */
+/* Collectives                                                               */
+
+/* bcast's root, as nccl-tests' default. */
+#define COLL_ROOT 0
+
+/* What a call of a requested size moves. */
+struct coll_shape {
+	size_t count; /* the count argument of the call (elements) */
+	size_t elems; /* elements of the largest buffer: the count column */
+	size_t bytes; /* elems x element size: the size column */
+};
+
+static bool coll_has_blocks(enum coll_id t)
+{
+	return t == C_REDUCE_SCATTER || t == C_ALLGATHER || t == C_ALLTOALL;
+}
+
+static bool coll_reduces(enum coll_id t)
+{
+	return t == C_ALLREDUCE || t == C_REDUCE_SCATTER;
+}
+
+/* @size bytes, rounded down to whole elements (and to a block per rank). */
+static void coll_shape_of(enum coll_id t, size_t size, xp_dtype_t dt, int n, struct coll_shape *sh)
+{
+	const size_t es = xp_dtype_size(dt), e = size / es;
+	if (t == C_BARRIER)
+		sh->count = sh->elems = 0;
+	else if (coll_has_blocks(t))
+		sh->elems = (sh->count = e / (size_t)n) * (size_t)n;
+	else
+		sh->count = sh->elems = e;
+	sh->bytes = sh->elems * es;
+}
+
+/* Calls of a size (perf_util.h: a default run of `xprun -n 2 xport-perf
+ * allreduce` takes a few seconds here). */
+static void coll_plan(const struct opts *o, size_t bytes, long *iters, long *warm)
+{
+	*iters = o->iters > 0 ? o->iters : perf_coll_iters(bytes);
+	*warm = o->warmup >= 0 ? o->warmup : perf_coll_warmup(*iters);
+}
+
+/* nccl-tests' bus bandwidth factor (doc/PERFORMANCE.md there), or -1. */
+static double busbw_factor(enum coll_id t, int n)
+{
+	switch (t) {
+	case C_ALLREDUCE:
+		return 2.0 * (n - 1) / n;
+	case C_REDUCE_SCATTER:
+	case C_ALLGATHER:
+	case C_ALLTOALL:
+		return (double)(n - 1) / n;
+	case C_BCAST:
+		return 1.0;
+	default:
+		return -1;
+	}
+}
+
+/* float16 and bfloat16 by hand, rounding to nearest even: the program
+ * sees only the public API. */
+static uint16_t f32_to_f16(float f)
+{
+	uint32_t u, sign, man;
+	int32_t exp;
+	memcpy(&u, &f, sizeof(u));
+	sign = (u >> 16) & 0x8000;
+	exp = (int32_t)((u >> 23) & 0xff) - 127 + 15;
+	man = u & 0x7fffff;
+	if (((u >> 23) & 0xff) == 0xff)
+		return (uint16_t)(sign | 0x7c00 | (man != 0 ? 0x200 : 0));
+	if (exp >= 31)
+		return (uint16_t)(sign | 0x7c00);
+	if (exp <= 0) {
+		if (exp < -10)
+			return (uint16_t)sign;
+		man |= 0x800000;
+		unsigned shift = (unsigned)(14 - exp);
+		uint32_t h = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+		if (rem > mid || (rem == mid && (h & 1)))
+			h++;
+		return (uint16_t)(sign | h);
+	}
+	uint32_t h = sign | ((uint32_t)exp << 10) | (man >> 13), rem = man & 0x1fff;
+	if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+		h++; /* a carry into the exponent is still right */
+	return (uint16_t)h;
+}
+
+static float f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+	float f;
+	if (exp == 0) {
+		f = (float)man / 16777216.0f; /* 2^-24 */
+		return sign != 0 ? -f : f;
+	}
+	if (exp == 31)
+		u = sign | 0x7f800000 | (man << 13);
+	else
+		u = sign | ((exp - 15 + 127) << 23) | (man << 13);
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof(u));
+	if ((u & 0x7fffffff) > 0x7f800000)
+		return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN */
+	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+static float bf16_to_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/* Element @i of @buf, of type @dt, set to @v (integers wrap, floats round). */
+static void put_elem(void *buf, size_t i, xp_dtype_t dt, int64_t v)
+{
+	switch (dt) {
+	case XP_INT8:
+		((int8_t *)buf)[i] = (int8_t)v;
+		break;
+	case XP_UINT8:
+		((uint8_t *)buf)[i] = (uint8_t)v;
+		break;
+	case XP_INT32:
+		((int32_t *)buf)[i] = (int32_t)v;
+		break;
+	case XP_UINT32:
+		((uint32_t *)buf)[i] = (uint32_t)v;
+		break;
+	case XP_INT64:
+		((int64_t *)buf)[i] = v;
+		break;
+	case XP_UINT64:
+		((uint64_t *)buf)[i] = (uint64_t)v;
+		break;
+	case XP_FLOAT16:
+		((uint16_t *)buf)[i] = f32_to_f16((float)v);
+		break;
+	case XP_BFLOAT16:
+		((uint16_t *)buf)[i] = f32_to_bf16((float)v);
+		break;
+	case XP_FLOAT32:
+		((float *)buf)[i] = (float)v;
+		break;
+	default:
+		((double *)buf)[i] = (double)v;
+		break;
+	}
+}
+
+static double get_elem(const void *buf, size_t i, xp_dtype_t dt)
+{
+	switch (dt) {
+	case XP_INT8:
+		return ((const int8_t *)buf)[i];
+	case XP_UINT8:
+		return ((const uint8_t *)buf)[i];
+	case XP_INT32:
+		return ((const int32_t *)buf)[i];
+	case XP_UINT32:
+		return ((const uint32_t *)buf)[i];
+	case XP_INT64:
+		return (double)((const int64_t *)buf)[i];
+	case XP_UINT64:
+		return (double)((const uint64_t *)buf)[i];
+	case XP_FLOAT16:
+		return f16_to_f32(((const uint16_t *)buf)[i]);
+	case XP_BFLOAT16:
+		return bf16_to_f32(((const uint16_t *)buf)[i]);
+	case XP_FLOAT32:
+		return ((const float *)buf)[i];
+	default:
+		return ((const double *)buf)[i];
+	}
+}
+
+/*
+ * --check: rank @r's input at element @i, a small integer so that every
+ * partial result is exact in every type (bfloat16 holds the integers to
+ * 256 exactly: sums stay exact up to 128 ranks). The data collectives get
+ * values that tell rank and element apart; avg's inputs add up to a
+ * multiple of the number of ranks, so the mean is exact too.
+ */
+static int64_t coll_input(enum coll_id t, xp_op_t op, int n, int r, size_t i)
+{
+	const size_t ur = (size_t)r;
+	if (!coll_reduces(t))
+		return (int64_t)((i * 7 + ur * 13) % 100);
+	switch (op) {
+	case XP_PROD: /* at most one rank gives a 2 */
+		return 1 + (r < 7 && (i + ur) % 7 == 0);
+	case XP_MIN:
+	case XP_MAX:
+		return (int64_t)((i * 3 + ur * 5) % 11);
+	case XP_AVG: {
+		int64_t k = (int64_t)(i % 4) + 1;
+		if (n > 1 && r < 2)
+			return r == 0 ? k + 1 : k - 1;
+		return k;
+	}
+	default:
+		return (int64_t)((i + 2 * ur) % 3);
+	}
+}
+
+/* The reduction over every rank's input at element @i, in @dt. */
+static double coll_want_reduced(enum coll_id t, xp_op_t op, xp_dtype_t dt, int n, size_t i)
+{
+	int64_t acc = coll_input(t, op, n, 0, i);
+	for (int r = 1; r < n; r++) {
+		int64_t v = coll_input(t, op, n, r, i);
+		if (op == XP_PROD)
+			acc *= v;
+		else if (op == XP_MIN)
+			acc = v < acc ? v : acc;
+		else if (op == XP_MAX)
+			acc = v > acc ? v : acc;
+		else
+			acc += v;
+	}
+	if (op == XP_AVG)
+		acc /= n;
+	uint64_t one[1];
+	put_elem(one, 0, dt, acc); /* wraps or rounds as the type does */
+	return get_elem(one, 0, dt);
+}
+
+/* The input of the call (and, with --check, a known pattern where the
+ * result goes, so that a call that writes nothing fails). */
+static void coll_fill(struct rank_state *rs, enum coll_id t, const struct coll_shape *sh,
+		      bool in_place)
+{
+	const struct opts *o = rs->b->o;
+	const xp_dtype_t dt = o->dtype;
+	const int me = rs->rank, n = rs->b->nranks;
+	const size_t es = xp_dtype_size(dt);
+	uint8_t *in = in_place ? rs->rbuf : rs->sbuf;
+
+	if (o->check)
+		memset(rs->rbuf, 0xa5, sh->bytes);
+	switch (t) {
+	case C_BCAST:
+		if (me == COLL_ROOT)
+			for (size_t i = 0; i < sh->count; i++)
+				put_elem(rs->rbuf, i, dt, coll_input(t, o->op, n, me, i));
+		break;
+	case C_ALLGATHER:
+		if (in_place)
+			in += (size_t)me * sh->count * es;
+		for (size_t i = 0; i < sh->count; i++)
+			put_elem(in, i, dt, coll_input(t, o->op, n, me, i));
+		break;
+	case C_BARRIER:
+		break;
+	default: /* allreduce, reduce_scatter, alltoall: elems in */
+		for (size_t i = 0; i < sh->elems; i++)
+			put_elem(in, i, dt, coll_input(t, o->op, n, me, i));
+		break;
+	}
+}
+
+static int coll_call(struct rank_state *rs, enum coll_id t, const struct coll_shape *sh,
+		     bool in_place)
+{
+	const struct opts *o = rs->b->o;
+	const void *in = in_place ? XP_IN_PLACE : rs->sbuf;
+	switch (t) {
+	case C_ALLREDUCE:
+		return xp_allreduce(rs->comm, in, rs->rbuf, sh->count, o->dtype, o->op);
+	case C_REDUCE_SCATTER:
+		return xp_reduce_scatter(rs->comm, in, rs->rbuf, sh->count, o->dtype, o->op);
+	case C_ALLGATHER:
+		return xp_allgather(rs->comm, in, rs->rbuf, sh->count, o->dtype);
+	case C_BCAST:
+		return xp_bcast(rs->comm, rs->rbuf, sh->count, o->dtype, COLL_ROOT);
+	case C_ALLTOALL:
+		return xp_alltoall(rs->comm, in, rs->rbuf, sh->count, o->dtype);
+	default:
+		return xp_barrier(rs->comm);
+	}
+}
+
+/* --check: every element of this rank's result against the reference. */
+static void coll_verify(const struct rank_state *rs, enum coll_id t, const struct coll_shape *sh,
+			long call)
+{
+	const struct opts *o = rs->b->o;
+	const xp_dtype_t dt = o->dtype;
+	const int me = rs->rank, n = rs->b->nranks;
+	const size_t c = sh->count;
+	size_t len = t == C_REDUCE_SCATTER ? c : t == C_BARRIER ? 0 : sh->elems;
+
+	for (size_t k = 0; k < len; k++) {
+		double want, got = get_elem(rs->rbuf, k, dt);
+		size_t q = c != 0 ? k / c : 0, e = c != 0 ? k % c : 0;
+		switch (t) {
+		case C_ALLREDUCE:
+			want = coll_want_reduced(t, o->op, dt, n, k);
+			break;
+		case C_REDUCE_SCATTER:
+			want = coll_want_reduced(t, o->op, dt, n, (size_t)me * c + k);
+			break;
+		case C_ALLGATHER:
+			want = (double)coll_input(t, o->op, n, (int)q, e);
+			break;
+		case C_ALLTOALL:
+			want = (double)coll_input(t, o->op, n, (int)q, (size_t)me * c + e);
+			break;
+		default: /* bcast */
+			want = (double)coll_input(t, o->op, n, COLL_ROOT, k);
+			break;
+		}
+		if (got != want && !(got != got && want != want))
+			die("rank %d: %s %zu B (%zu %s%s%s), call %ld: element %zu: got %.10g, "
+			    "want %.10g (--check)",
+			    me, coll_name[t], sh->bytes, sh->elems, dtype_name[dt],
+			    coll_reduces(t) ? " " : "", coll_reduces(t) ? op_name[o->op] : "", call,
+			    k, got, want);
+	}
+}
+
+struct coll_row {
+	const char *test, *dtype, *op, *algorithm, *transports;
+	size_t size, count;
+	long iters, warmup;
+	int ranks;
+	double avg_us, min_us, p50_us, p99_us, algbw, busbw; /* < 0: null */
+	bool in_place, check;
+};
+
+static void print_coll_head(const struct opts *o)
+{
+	if (o->json)
+		return;
+	printf("%-14s %10s %10s %-8s %-4s %6s %11s %11s %11s %11s %10s %10s %-18s %-10s %5s\n",
+	       "test", "size", "count", "dtype", "op", "iters", "time_us_avg", "time_us_min",
+	       "time_us_p50", "time_us_p99", "algbw_GBps", "busbw_GBps", "algorithm", "transports",
+	       "ranks");
+	fflush(stdout);
+}
+
+static void print_coll_row(const struct opts *o, const struct coll_row *r)
+{
+	const double v[6] = { r->avg_us, r->min_us, r->p50_us, r->p99_us, r->algbw, r->busbw };
+	/* JSON keeps small sizes' bandwidths from rounding to 0. */
+	const int bw_prec = o->json ? 6 : 3, prec[6] = { 3, 3, 3, 3, bw_prec, bw_prec };
+	char f[6][32];
+	for (int k = 0; k < 6; k++)
+		(o->json ? json_num : fmt_num)(f[k], sizeof(f[k]), v[k], prec[k]);
+	if (!o->json) {
+		printf("%-14s %10zu %10zu %-8s %-4s %6ld %11s %11s %11s %11s %10s %10s %-18s %-10s "
+		       "%5d\n",
+		       r->test, r->size, r->count, r->dtype != NULL ? r->dtype : "-",
+		       r->op != NULL ? r->op : "-", r->iters, f[0], f[1], f[2], f[3], f[4], f[5],
+		       r->algorithm, r->transports, r->ranks);
+		fflush(stdout);
+		return;
+	}
+	printf("{\"test\":\"%s\",\"size\":%zu,\"count\":%zu,\"dtype\":", r->test, r->size,
+	       r->count);
+	if (r->dtype != NULL)
+		printf("\"%s\"", r->dtype);
+	else
+		printf("null");
+	printf(",\"op\":");
+	if (r->op != NULL)
+		printf("\"%s\"", r->op);
+	else
+		printf("null");
+	printf(",\"iters\":%ld,\"warmup\":%ld,\"time_us_avg\":%s,\"time_us_min\":%s,"
+	       "\"time_us_p50\":%s,\"time_us_p99\":%s,\"algbw_GBps\":%s,\"busbw_GBps\":%s,"
+	       "\"algorithm\":\"%s\",\"transports\":\"%s\",\"ranks\":%d,\"in_place\":%s,"
+	       "\"check\":%s}\n",
+	       r->iters, r->warmup, f[0], f[1], f[2], f[3], f[4], f[5], r->algorithm, r->transports,
+	       r->ranks, r->in_place ? "true" : "false", r->check ? "true" : "false");
+	fflush(stdout);
+}
+
+/* One row: @iters timed calls of collective @t of @size bytes on every rank. */
+static void run_coll(struct rank_state *rs, enum coll_id t, size_t size)
+{
+	struct bench *b = rs->b;
+	const struct opts *o = b->o;
+	const int me = rs->rank, n = b->nranks;
+	const bool in_place = o->in_place && t != C_BCAST && t != C_BARRIER;
+	struct coll_shape sh;
+	long iters, warm;
+
+	coll_shape_of(t, size, o->dtype, n, &sh);
+	coll_plan(o, sh.bytes, &iters, &warm);
+	progress(rs, coll_name[t], sh.bytes);
+	if (!o->check)
+		coll_fill(rs, t, &sh, in_place);
+	ctl_barrier(rs);
+	for (long i = 0; i < warm + iters; i++) {
+		if (o->check)
+			coll_fill(rs, t, &sh, in_place);
+		int64_t t0 = now_ns();
+		int rc = coll_call(rs, t, &sh, in_place);
+		int64_t t1 = now_ns();
+		if (rc < 0)
+			die_xp(me, coll_name[t], rc);
+		rs->sent = true;
+		if (i >= warm)
+			rs->t_ns[i - warm] = (double)(t1 - t0);
+		if (o->check)
+			coll_verify(rs, t, &sh, i);
+	}
+	ctl_gather(rs, rs->t_ns, sizeof(double) * (size_t)iters, rs->t_all);
+	if (me != 0)
+		return;
+
+	/* A call's time is the slowest rank's. */
+	double *tm = rs->sum, total = 0;
+	for (long i = 0; i < iters; i++) {
+		tm[i] = 0;
+		for (int k = 0; k < n; k++) {
+			double v = rs->t_all[(size_t)k * (size_t)iters + (size_t)i];
+			tm[i] = v > tm[i] ? v : tm[i];
+		}
+		total += tm[i];
+	}
+	qsort(tm, (size_t)iters, sizeof(double), cmp_double);
+	struct coll_row row = {
+		.test = coll_name[t],
+		.dtype = t != C_BARRIER ? dtype_name[o->dtype] : NULL,
+		.op = coll_reduces(t) ? op_name[o->op] : NULL,
+		.algorithm = coll_algo[t],
+		.transports = b->transports,
+		.size = sh.bytes,
+		.count = sh.elems,
+		.iters = iters,
+		.warmup = warm,
+		.ranks = n,
+		.avg_us = total / (double)iters / 1e3,
+		.min_us = tm[0] / 1e3,
+		.p50_us = tm[pct_index((size_t)iters, 50)] / 1e3,
+		.p99_us = tm[pct_index((size_t)iters, 99)] / 1e3,
+		.in_place = in_place,
+		.check = o->check,
+	};
+	if (t == C_ALLREDUCE) {
+		int rc = xp_allreduce_algo_get(rs->comm, sh.count, o->dtype, &row.algorithm);
+		if (rc < 0)
+			die_xp(0, "xp_allreduce_algo_get", rc);
+	}
+	double f = busbw_factor(t, n);
+	/* bytes per ns = GB/s */
+	row.algbw = f < 0 ? -1 : (double)sh.bytes / (total / (double)iters);
+	row.busbw = f < 0 ? -1 : row.algbw * f;
+	print_coll_row(o, &row);
+}
+
+/* Every collective asked for, over every size (barrier once). */
+static void run_colls(struct rank_state *rs)
+{
+	const struct opts *o = rs->b->o;
+	for (int t = 0; t < NCOLL; t++) {
+		if (!o->coll[t])
+			continue;
+		if (t == C_BARRIER) {
+			run_coll(rs, C_BARRIER, 0);
+			continue;
+		}
+		for (int i = 0; i < o->nsizes; i++)
+			run_coll(rs, (enum coll_id)t, o->sizes[i]);
+	}
+}
+
+/* ------------------------------------------------------------------------- */
 /* Ranks                                                                     */
 
 /* rate's sizes: the given ones, or the small ones of the default sweep. */
@@ -1077,6 +1642,162 @@ static void print_pinning(const struct rank_state *rs)
 			fprintf(hdr_out, "# rank %d NOT pinned: sched_setaffinity failed (%s)\n", k,
 				strerrordesc_np(in[k].pin_err));
 	}
+}
+
+/* Collectives: where each of the job's ranks runs. */
+static void print_pinning_coll(const struct rank_state *rs)
+{
+	const struct bench *b = rs->b;
+	const int n = b->nranks;
+	char list[256] = "";
+	size_t used = 0;
+	int unpinned = 0, failed = 0, err = 0;
+
+	if (!b->o->pin) {
+		fprintf(hdr_out, "# ranks NOT pinned (--no-pin): the scheduler places them\n");
+		return;
+	}
+	for (int k = 0; k < n; k++) {
+		int cpu = b->net ? rs->info[k].cpu : b->cpu[0] >= 0 ? b->cpu[k] : -1;
+		int e = b->net ? rs->info[k].pin_err : b->pin_err[k];
+		if (e != 0) {
+			failed++;
+			err = e;
+		} else if (cpu < 0) {
+			unpinned++;
+		} else if (used < sizeof(list) - 24) {
+			used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%d:%d",
+						 used != 0 ? " " : "", k, cpu);
+		}
+	}
+	if (failed != 0)
+		fprintf(hdr_out, "# %d rank%s NOT pinned: %s failed (%s)\n", failed,
+			failed == 1 ? "" : "s",
+			b->net ? "sched_setaffinity" : "pthread_setaffinity_np",
+			strerrordesc_np(err));
+	if (unpinned != 0 && !b->net)
+		fprintf(hdr_out,
+			"# ranks NOT pinned: %d ranks, %d CPUs this process may use: OVERSUBSCRIBED, "
+			"ranks share CPUs and take each other's time; expect poor figures\n",
+			n, b->pin_cpus);
+	else if (unpinned != 0)
+		fprintf(hdr_out,
+			"# %d rank%s NOT pinned: more ranks on their host than CPUs they may use: "
+			"OVERSUBSCRIBED, ranks share CPUs; expect poor figures\n",
+			unpinned, unpinned == 1 ? "" : "s");
+	if (used != 0)
+		fprintf(hdr_out, "# pinned (rank:CPU): %s%s (%s)\n", list,
+			used >= sizeof(list) - 24 ? " ..." : "",
+			b->net ?
+				"sched_setaffinity: a host's k-th rank to the k-th CPU it may use" :
+				"pthread_setaffinity_np");
+}
+
+/* Collectives: which transports serve rank 0's pairs, "a+b" in the order
+ * of the peers. */
+static void coll_transports(struct rank_state *rs)
+{
+	struct bench *b = rs->b;
+	size_t used = 0;
+	b->transports[0] = '\0';
+	for (int k = 0; k < b->nranks; k++) {
+		xp_route_t route;
+		if (k == rs->rank && b->nranks > 1)
+			continue;
+		XP_CHECK(0, xp_route_get(rs->ctx, k, 0, &route));
+		const char *name = route.transport;
+		size_t len = strlen(name);
+		bool seen = false;
+		for (const char *p = b->transports; *p && !seen;
+		     p += strcspn(p, "+"), p += *p == '+')
+			seen = strncmp(p, name, len) == 0 && (p[len] == '+' || p[len] == '\0');
+		if (!seen && used + len + 2 < sizeof(b->transports))
+			used += (size_t)snprintf(b->transports + used, sizeof(b->transports) - used,
+						 "%s%s", used != 0 ? "+" : "", name);
+	}
+}
+
+static void print_coll_header(struct rank_state *rs)
+{
+	struct bench *b = rs->b;
+	const struct opts *o = b->o;
+	const int n = b->nranks;
+	xp_stats_t st;
+	XP_CHECK(0, xp_stats_get(rs->ctx, &st));
+	coll_transports(rs);
+	print_run_record(b, b->transports);
+	if (!b->net)
+		fprintf(hdr_out,
+			"# xport-perf (xport %d.%d.%d): collectives, %d rank%s as threads of one "
+			"process, transport %s\n",
+			XP_VERSION_MAJOR, XP_VERSION_MINOR, XP_VERSION_PATCH, n, n == 1 ? "" : "s",
+			b->transports);
+	else
+		fprintf(hdr_out,
+			"# xport-perf (xport %d.%d.%d): collectives between %d process%s "
+			"(launcher: %s), rank 0's pairs served by %s; rank 0 pid %d on %s\n",
+			XP_VERSION_MAJOR, XP_VERSION_MINOR, XP_VERSION_PATCH, n, n == 1 ? "" : "es",
+			b->launcher, b->transports, rs->info[0].pid, rs->info[0].host);
+	fprintf(hdr_out, "# command: %s\n", run_command != NULL ? run_command : "xport-perf");
+	print_pinning_coll(rs);
+	fprintf(hdr_out,
+		"# control path: %s; per-call times reach rank 0 by xp_oob_allgather "
+		"after a size's last call\n",
+		b->net ? "xp_oob_barrier (rank 0's bootstrap service), not the measured transport" :
+			 "spinning barrier on C11 atomics between the threads");
+	fprintf(hdr_out,
+		"# each rank times each call, back to back after warmup calls (no barrier between "
+		"calls);\n#   a call's time is the slowest rank's (as nccl-tests); time_us_* over "
+		"iters calls\n"
+		"# algbw_GBps = size / time_us_avg (10^9 B/s); busbw_GBps = algbw x 2(n-1)/n "
+		"(allreduce),\n#   (n-1)/n (reduce_scatter, allgather, alltoall), 1 (bcast); "
+		"barrier: none\n"
+		"# size = the call's largest buffer (nccl-tests): the vector (allreduce, bcast), "
+		"all ranks' blocks\n#   (reduce_scatter's input, allgather's output, alltoall's "
+		"input); count = its elements\n");
+	fprintf(hdr_out, "# dtype %s, op %s (reductions), bcast root %d, %s, %s\n",
+		dtype_name[o->dtype], op_name[o->op], COLL_ROOT,
+		o->in_place ? "in place (XP_IN_PLACE; bcast and barrier have no other way)" :
+			      "out of place",
+		o->check ?
+			"--check: every element of every call's result compared with a local "
+			"reference\n#   (inputs refilled before each call, outside its time, but "
+			"the ranks' skew from checking\n#   lands in the next call: measure "
+			"without --check)" :
+			"results not checked (--check to)");
+	/* Sizes that are not whole elements (or blocks) say so, a line a test. */
+	for (int t = 0; t < NCOLL; t++) {
+		char list[160] = "";
+		size_t used = 0;
+		int rounded = 0;
+		for (int i = 0; o->coll[t] && t != C_BARRIER && i < o->nsizes; i++) {
+			struct coll_shape sh;
+			coll_shape_of((enum coll_id)t, o->sizes[i], o->dtype, n, &sh);
+			if (sh.bytes == o->sizes[i])
+				continue;
+			if (rounded++ < 8 && used < sizeof(list))
+				used += (size_t)snprintf(list + used, sizeof(list) - used,
+							 "%s%zu->%zu", used != 0 ? ", " : "",
+							 o->sizes[i], sh.bytes);
+		}
+		if (rounded == 0)
+			continue;
+		if (coll_has_blocks((enum coll_id)t))
+			fprintf(hdr_out,
+				"# note: %s: sizes rounded down to whole blocks (one per rank) of "
+				"%s elements: %s%s B\n",
+				coll_name[t], dtype_name[o->dtype], list,
+				rounded > 8 ? ", ..." : "");
+		else
+			fprintf(hdr_out,
+				"# note: %s: sizes rounded down to whole %s elements: %s%s B\n",
+				coll_name[t], dtype_name[o->dtype], list,
+				rounded > 8 ? ", ..." : "");
+	}
+	fprintf(hdr_out, "# rank 0's pool on %s pages; clock CLOCK_MONOTONIC_RAW, %.0f ns a read\n",
+		st.pool_hugepages ? "hugetlb" : "ordinary", b->clock_ns);
+	fflush(hdr_out);
+	print_coll_head(o);
 }
 
 static void print_header(struct rank_state *rs)
@@ -1165,6 +1886,38 @@ static void *alloc_or_die(size_t len)
 	return p;
 }
 
+/* Collectives: send and receive buffers of the largest size, times of
+ * the most calls. */
+static void alloc_coll_buffers(struct rank_state *rs)
+{
+	const struct opts *o = rs->b->o;
+	size_t max = 0;
+	long max_iters = 1;
+	for (int t = 0; t < NCOLL; t++) {
+		for (int i = 0; o->coll[t] && i < (t == C_BARRIER ? 1 : o->nsizes); i++) {
+			struct coll_shape sh;
+			long iters, warm;
+			coll_shape_of((enum coll_id)t, t == C_BARRIER ? 0 : o->sizes[i], o->dtype,
+				      rs->b->nranks, &sh);
+			coll_plan(o, sh.bytes, &iters, &warm);
+			max = sh.bytes > max ? sh.bytes : max;
+			max_iters = iters > max_iters ? iters : max_iters;
+		}
+	}
+	rs->sbuf = alloc_touched(max);
+	rs->rbuf = alloc_touched(max);
+	rs->t_ns = alloc_or_die(sizeof(double) * (size_t)max_iters);
+	if (rs->rank == 0) {
+		rs->t_all =
+			alloc_or_die(sizeof(double) * (size_t)max_iters * (size_t)rs->b->nranks);
+		rs->sum = alloc_or_die(sizeof(double) * (size_t)max_iters);
+	} else {
+		/* xp_oob_allgather gives every rank every rank's times. */
+		rs->t_all =
+			alloc_or_die(sizeof(double) * (size_t)max_iters * (size_t)rs->b->nranks);
+	}
+}
+
 /* Buffers for the largest size of every test this rank takes part in. */
 static void alloc_buffers(struct rank_state *rs)
 {
@@ -1172,6 +1925,11 @@ static void alloc_buffers(struct rank_state *rs)
 	const struct opts *o = b->o;
 	size_t max = 0, win = 0;
 	long max_n = 1, max_rounds = 1, max_msgs = 1;
+
+	if (o->is_coll) {
+		alloc_coll_buffers(rs);
+		return;
+	}
 
 	if (o->test[T_LAT] && !b->net)
 		max_n = BASELINE_ITERS + BASELINE_ITERS / 10;
@@ -1230,6 +1988,14 @@ static void run_rank(struct rank_state *rs)
 	 * rank's own node. */
 	alloc_buffers(rs);
 	ctl_barrier(rs);
+	if (o->is_coll) {
+		if (rs->rank == 0)
+			print_coll_header(rs);
+		run_colls(rs);
+		ctl_barrier(rs);
+		free_buffers(rs);
+		return;
+	}
 	if (rs->rank == 0)
 		print_header(rs);
 
@@ -1262,19 +2028,24 @@ static void *rank_thread(void *arg)
 	return NULL;
 }
 
-/* The first two CPUs this process may run on, or -1s if there are fewer. */
-static void choose_cpus(int cpu[NRANKS])
+/* The first @n CPUs this process may run on, or -1s if there are fewer
+ * (then the ranks share CPUs, and pinning would only choose which).
+ * Returns how many it may use. */
+static int choose_cpus(int *cpu, int n)
 {
 	cpu_set_t set;
 	int found = 0;
-	cpu[0] = cpu[1] = -1;
+	for (int k = 0; k < n; k++)
+		cpu[k] = -1;
 	if (sched_getaffinity(0, sizeof(set), &set) != 0)
-		return;
-	for (int c = 0; c < CPU_SETSIZE && found < NRANKS; c++)
-		if (CPU_ISSET(c, &set))
-			cpu[found++] = c;
-	if (found < NRANKS)
-		cpu[0] = cpu[1] = -1;
+		return 0;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &set) && found++ < n)
+			cpu[found - 1] = c;
+	if (found < n)
+		for (int k = 0; k < n; k++)
+			cpu[k] = -1;
+	return found;
 }
 
 /* Between processes: pins this process (its one thread) to CPU @rank % N of
@@ -1290,6 +2061,10 @@ static void pin_process(int rank, struct rank_info *info)
 		return;
 	}
 	info->ncpus = CPU_COUNT(&set);
+	/* Collectives: more ranks on this host than CPUs share them whatever
+	 * we do; the scheduler balances them better than a fixed choice. */
+	if (rank < 0)
+		return;
 	for (int c = 0, k = 0; c < CPU_SETSIZE && info->ncpus > 0; c++) {
 		if (!CPU_ISSET(c, &set) || k++ != rank % info->ncpus)
 			continue;
@@ -1332,28 +2107,31 @@ static const char *launcher_env(bool *rank0)
 
 static int main_inproc(struct bench *b)
 {
-	struct rank_state rs[NRANKS];
+	const int n = b->nranks;
+	struct rank_state *rs = alloc_or_die(sizeof(*rs) * (size_t)n);
 	xp_local_job_t *job;
-	xp_context_t *ctx[NRANKS];
-	int rc = xp_local_job_create(NRANKS, &b->cfg, &job);
+	xp_context_t **ctx = alloc_or_die(sizeof(*ctx) * (size_t)n);
+	int rc = xp_local_job_create(n, &b->cfg, &job);
 	if (rc < 0)
 		die_xp(0, "xp_local_job_create", rc);
-	for (int r = 0; r < NRANKS; r++) {
+	for (int r = 0; r < n; r++) {
 		rc = xp_local_job_context(job, r, &ctx[r]);
 		if (rc < 0)
 			die_xp(r, "xp_local_job_context", rc);
 	}
-	if (b->o->pin)
-		choose_cpus(b->cpu);
-	else
-		b->cpu[0] = b->cpu[1] = -1;
+	b->cpu = alloc_or_die(sizeof(*b->cpu) * (size_t)n);
+	b->pin_err = alloc_or_die(sizeof(*b->pin_err) * (size_t)n);
+	b->pin_cpus = choose_cpus(b->cpu, n);
+	if (!b->o->pin)
+		for (int r = 0; r < n; r++)
+			b->cpu[r] = -1;
 	b->clock_ns = clock_cost_ns();
 
-	for (int r = 0; r < NRANKS; r++) {
+	for (int r = 0; r < n; r++) {
 		rs[r] = (struct rank_state){
 			.b = b,
 			.rank = r,
-			.peer = 1 - r,
+			.peer = (r + 1) % n,
 			.ctx = ctx[r],
 			.comm = xp_comm_world(ctx[r]),
 		};
@@ -1361,7 +2139,7 @@ static int main_inproc(struct bench *b)
 		if (rc != 0)
 			die("pthread_create: %s", strerrordesc_np(rc));
 	}
-	for (int r = 0; r < NRANKS; r++)
+	for (int r = 0; r < n; r++)
 		pthread_join(rs[r].thread, NULL);
 
 	if (b->base_p50_us > 0 && b->lat8_p50_us >= 0)
@@ -1371,7 +2149,7 @@ static int main_inproc(struct bench *b)
 			b->lat8_p50_us, b->lat8_p50_us / b->base_p50_us, b->base_p50_us);
 
 	/* Whatever a rank still holds now was lost by the library. */
-	for (int r = 0; r < NRANKS; r++) {
+	for (int r = 0; r < n; r++) {
 		xp_stats_t st;
 		if (xp_stats_get(ctx[r], &st) == 0 && st.pool_bufs_in_use != 0)
 			fprintf(stderr,
@@ -1380,6 +2158,10 @@ static int main_inproc(struct bench *b)
 				r, st.pool_bufs_in_use);
 	}
 	xp_local_job_destroy(job);
+	free(b->cpu);
+	free(b->pin_err);
+	free(ctx);
+	free(rs);
 	return 0;
 }
 
@@ -1402,13 +2184,25 @@ static int main_net(struct bench *b)
 		die("xp_init failed: %s%s%s", xp_strerror(rc), *xp_error_detail() ? ": " : "",
 		    xp_error_detail());
 	rs.rank = xp_rank(ctx);
-	if (xp_size(ctx) != NRANKS) {
+	b->nranks = xp_size(ctx);
+	if (o->is_coll && o->ranks_given && o->nranks != b->nranks) {
+		if (rs.rank == 0)
+			fprintf(stderr,
+				"xport-perf: --ranks %d, but this job has %d ranks: under a launcher "
+				"the job's size is the number of ranks (--ranks is for the "
+				"in-process mode)\n",
+				o->nranks, b->nranks);
+		xp_finalize(ctx);
+		return 2;
+	}
+	if (!o->is_coll && xp_size(ctx) != NRANKS) {
 		/* Refused rather than leaving ranks idle: every rank says
 		 * the same, rank 0 alone prints it. */
 		if (rs.rank == 0)
 			fprintf(stderr,
-				"xport-perf: this job has %d rank%s; xport-perf measures between "
-				"exactly 2: start it with `xprun -n 2 xport-perf ...`%s\n",
+				"xport-perf: this job has %d rank%s; the point-to-point tests "
+				"measure between exactly 2 (the collectives take any number): start "
+				"it with `xprun -n 2 xport-perf ...`%s\n",
 				xp_size(ctx), xp_size(ctx) == 1 ? "" : "s",
 				xp_size(ctx) == 1 ?
 					" (or run it without launcher variables, or with "
@@ -1418,23 +2212,48 @@ static int main_net(struct bench *b)
 		xp_finalize(ctx);
 		return 2;
 	}
-	rs.peer = 1 - rs.rank;
+	rs.peer = (rs.rank + 1) % b->nranks;
 	rs.ctx = ctx;
 	rs.comm = xp_comm_world(ctx);
-	XP_CHECK(rs.rank, xp_route_get(ctx, rs.peer, 0, &route));
+	rs.info = alloc_or_die(sizeof(*rs.info) * (size_t)b->nranks);
 	const char *asked = o->transport == TR_TCP ? "tcp" : o->transport == TR_SHM ? "shm" : NULL;
-	if (asked != NULL && strcmp(route.transport, asked) != 0)
-		die("rank %d: --transport %s, but xp_init() serves rank %d with transport '%s'",
-		    rs.rank, asked, rs.peer, route.transport);
+	for (int k = 0; k < b->nranks; k++) {
+		if (k == rs.rank && b->nranks > 1)
+			continue;
+		XP_CHECK(rs.rank, xp_route_get(ctx, k, 0, &route));
+		if (asked != NULL && strcmp(route.transport, asked) != 0)
+			die("rank %d: --transport %s, but xp_init() serves rank %d with transport "
+			    "'%s'",
+			    rs.rank, asked, k, route.transport);
+	}
+	XP_CHECK(rs.rank, xp_route_get(ctx, rs.peer, 0, &route));
 
-	if (o->pin)
-		pin_process(rs.rank, &mine);
-	else
-		mine.cpu = -1;
 	mine.pid = (int32_t)getpid();
 	if (gethostname(mine.host, sizeof(mine.host)) != 0)
 		snprintf(mine.host, sizeof(mine.host), "?");
 	mine.host[sizeof(mine.host) - 1] = '\0';
+	int slot = rs.rank;
+	if (o->is_coll && o->pin) {
+		/* The k-th rank of a host takes the k-th CPU it may use, if
+		 * the host has a CPU for each of its ranks. */
+		pin_process(-1, &mine);
+		ctl_gather(&rs, &mine, sizeof(mine), rs.info);
+		int nlocal = 0;
+		slot = -1;
+		for (int k = 0; k < b->nranks; k++) {
+			if (strcmp(rs.info[k].host, mine.host) != 0)
+				continue;
+			if (k == rs.rank)
+				slot = nlocal;
+			nlocal++;
+		}
+		if (nlocal > mine.ncpus)
+			slot = -1;
+	}
+	if (o->pin)
+		pin_process(slot, &mine);
+	else
+		mine.cpu = -1;
 	ctl_gather(&rs, &mine, sizeof(mine), rs.info);
 	b->clock_ns = clock_cost_ns();
 
@@ -1458,6 +2277,7 @@ static int main_net(struct bench *b)
 			" before the tests\n",
 			rs.rank, st.pool_bufs_in_use, rs.bufs_at_start);
 	xp_finalize(ctx);
+	free(rs.info);
 	return 0;
 }
 
@@ -1583,6 +2403,52 @@ static bool parse_long(const char *s, long min, long max, long *out)
 	return true;
 }
 
+/* -b, -e: a size as parse_size() takes it; says which option is bad. */
+static bool parse_bytes_opt(const char *opt, const char *arg, size_t *out)
+{
+	if (parse_size(arg, out) && *out > 0)
+		return true;
+	fprintf(stderr,
+		"xport-perf: %s '%s': want a size from 1 to 1g (digits with an optional k, m or "
+		"g suffix)\n",
+		opt, arg);
+	return false;
+}
+
+/* The index of @arg in @names (@n of them, NULL entries skipped), or -1. */
+static int name_index(const char *const *names, int n, const char *arg)
+{
+	for (int k = 0; k < n; k++)
+		if (names[k] != NULL && strcmp(names[k], arg) == 0)
+			return k;
+	return -1;
+}
+
+/* Collectives' sizes from -b, -e and -f (or their defaults), as nccl-tests
+ * sweeps: from min, multiplied by the factor while at most max. */
+static int coll_sizes(struct opts *o)
+{
+	size_t lo = o->minbytes != 0 ? o->minbytes : COLL_MIN_BYTES;
+	size_t hi = o->maxbytes != 0 ? o->maxbytes : COLL_MAX_BYTES;
+	long f = o->factor != 0 ? o->factor : COLL_FACTOR;
+	if (o->maxbytes == 0 && lo > hi)
+		hi = lo;
+	if (lo > hi) {
+		fprintf(stderr, "xport-perf: -b %zu is above -e %zu\n", lo, hi);
+		return -EINVAL;
+	}
+	int n = 0;
+	for (size_t v = lo; v <= hi; v *= (size_t)f)
+		n++;
+	o->sizes = calloc((size_t)n, sizeof(*o->sizes));
+	if (o->sizes == NULL)
+		return -ENOMEM;
+	o->nsizes = 0;
+	for (size_t v = lo; v <= hi; v *= (size_t)f)
+		o->sizes[o->nsizes++] = v;
+	return 0;
+}
+
 /* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
@@ -1595,6 +2461,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_PROGRESS,
 		OPT_NO_PIN,
 		OPT_VERSION,
+		OPT_DTYPE,
+		OPT_OP,
+		OPT_WARMUP,
+		OPT_CHECK,
+		OPT_IN_PLACE,
+		OPT_RANKS,
 	};
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, OPT_JSON },
@@ -1605,20 +2477,110 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "progress", no_argument, NULL, OPT_PROGRESS },
 		{ "no-pin", no_argument, NULL, OPT_NO_PIN },
 		{ "version", no_argument, NULL, OPT_VERSION },
+		{ "minbytes", required_argument, NULL, 'b' },
+		{ "maxbytes", required_argument, NULL, 'e' },
+		{ "stepfactor", required_argument, NULL, 'f' },
+		{ "dtype", required_argument, NULL, OPT_DTYPE },
+		{ "op", required_argument, NULL, OPT_OP },
+		{ "warmup", required_argument, NULL, OPT_WARMUP },
+		{ "check", no_argument, NULL, OPT_CHECK },
+		{ "in-place", no_argument, NULL, OPT_IN_PLACE },
+		{ "ranks", required_argument, NULL, OPT_RANKS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	long v;
-	int c;
+	int c, idx;
+	bool coll_opt = false; /* an option only the collectives take */
+	const char *coll_opt_name = NULL;
 
-	*o = (struct opts){ .window = DEFAULT_WINDOW, .pin = true };
+	*o = (struct opts){
+		.window = DEFAULT_WINDOW,
+		.pin = true,
+		.warmup = -1,
+		.nranks = 2,
+		.dtype = XP_FLOAT32,
+		.op = XP_SUM,
+	};
 	/* Progress on a terminal only; under xprun stderr is a pipe, and xprun
 	 * says whether its own is a terminal. */
 	const char *xprun_tty = getenv("XPRUN_STDERR_TTY");
 	o->progress =
 		isatty(STDERR_FILENO) == 1 || (xprun_tty != NULL && strcmp(xprun_tty, "1") == 0);
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hb:e:f:", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'b':
+		case 'e':
+			if (!parse_bytes_opt(c == 'b' ? "-b/--minbytes" : "-e/--maxbytes", optarg,
+					     c == 'b' ? &o->minbytes : &o->maxbytes))
+				return 2;
+			coll_opt_name = c == 'b' ? "-b" : "-e";
+			coll_opt = true;
+			break;
+		case 'f':
+			if (!parse_long(optarg, 2, 1024, &v)) {
+				fprintf(stderr,
+					"xport-perf: -f/--stepfactor '%s': want a factor from 2 to "
+					"1024\n",
+					optarg);
+				return 2;
+			}
+			o->factor = v;
+			coll_opt_name = "-f";
+			coll_opt = true;
+			break;
+		case OPT_DTYPE:
+			if ((idx = name_index(dtype_name, XP_DTYPE_COUNT, optarg)) < 0) {
+				fprintf(stderr,
+					"xport-perf: unknown --dtype '%s' (int8, uint8, int32, uint32, "
+					"int64, uint64, float16, bfloat16, float32, float64)\n",
+					optarg);
+				return 2;
+			}
+			o->dtype = (xp_dtype_t)idx;
+			coll_opt_name = "--dtype";
+			coll_opt = true;
+			break;
+		case OPT_OP:
+			if ((idx = name_index(op_name, XP_OP_COUNT, optarg)) < 0) {
+				fprintf(stderr,
+					"xport-perf: unknown --op '%s' (sum, prod, min, max, avg)\n",
+					optarg);
+				return 2;
+			}
+			o->op = (xp_op_t)idx;
+			coll_opt_name = "--op";
+			coll_opt = true;
+			break;
+		case OPT_WARMUP:
+			if (!parse_long(optarg, 0, 100000000, &v)) {
+				fprintf(stderr,
+					"xport-perf: --warmup wants a count from 0 to 10^8\n");
+				return 2;
+			}
+			o->warmup = v;
+			coll_opt_name = "--warmup";
+			coll_opt = true;
+			break;
+		case OPT_CHECK:
+			o->check = true;
+			coll_opt_name = "--check";
+			coll_opt = true;
+			break;
+		case OPT_IN_PLACE:
+			o->in_place = true;
+			coll_opt_name = "--in-place";
+			coll_opt = true;
+			break;
+		case OPT_RANKS:
+			if (!parse_long(optarg, 1, MAX_INPROC_RANKS, &v)) {
+				fprintf(stderr, "xport-perf: --ranks wants a count from 1 to %d\n",
+					MAX_INPROC_RANKS);
+				return 2;
+			}
+			o->nranks = (int)v;
+			o->ranks_given = true;
+			break;
 		case OPT_JSON:
 			o->json = true;
 			break;
@@ -1677,13 +2639,21 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (optind < argc) {
 		const char *t = argv[optind++];
 		bool all = strcmp(t, "all") == 0, known = all;
-		for (int k = 0; k < NTESTS; k++) {
-			o->test[k] = all || strcmp(t, test_name[k]) == 0;
-			known |= o->test[k];
+		bool coll = strcmp(t, "coll") == 0;
+		for (idx = 0; idx < NTESTS; idx++) {
+			o->test[idx] = all || strcmp(t, test_name[idx]) == 0;
+			known |= o->test[idx];
 		}
-		if (!known) {
+		for (idx = 0; idx < NCOLL; idx++) {
+			o->coll[idx] = coll || strcmp(t, coll_name[idx]) == 0;
+			o->is_coll |= o->coll[idx];
+		}
+		if (!known && !o->is_coll) {
 			fprintf(stderr,
-				"xport-perf: unknown test '%s' (lat, bw, bibw, rate or all)\n", t);
+				"xport-perf: unknown test '%s' (lat, bw, bibw, rate, all; "
+				"allreduce, reduce_scatter, allgather, bcast, alltoall, barrier, "
+				"coll)\n",
+				t);
 			return 2;
 		}
 	} else {
@@ -1713,6 +2683,27 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			return 2;
 		}
 	}
+	if (!o->is_coll && coll_opt) {
+		fprintf(stderr,
+			"xport-perf: %s is for the collective tests (allreduce, reduce_scatter, "
+			"allgather, bcast, alltoall, barrier, coll)\n",
+			coll_opt_name);
+		return 2;
+	}
+	if (!o->is_coll && o->ranks_given && o->nranks != NRANKS) {
+		fprintf(stderr,
+			"xport-perf: the point-to-point tests run between 2 ranks; --ranks %d is "
+			"for the collective tests\n",
+			o->nranks);
+		return 2;
+	}
+	if (o->is_coll && o->sizes != NULL &&
+	    (o->minbytes != 0 || o->maxbytes != 0 || o->factor != 0)) {
+		fprintf(stderr, "xport-perf: --sizes or -b/-e/-f, not both\n");
+		return 2;
+	}
+	if (o->is_coll && o->sizes == NULL && coll_sizes(o) < 0)
+		return 2;
 	if (o->sizes == NULL) {
 		o->nsizes = (int)(sizeof(default_sizes) / sizeof(default_sizes[0]));
 		o->sizes = malloc(sizeof(default_sizes));
@@ -1720,7 +2711,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			return 2;
 		memcpy(o->sizes, default_sizes, sizeof(default_sizes));
 	}
-	for (int t = T_BW; t < NTESTS; t++) {
+	for (int t = T_BW; t < NTESTS && !o->is_coll; t++) {
 		for (int i = 0; o->test[t] && i < o->nsizes; i++) {
 			if (o->sizes[i] > MAX_WINDOW_BYTES / (size_t)o->window) {
 				fprintf(stderr,
@@ -1779,6 +2770,7 @@ int main(int argc, char **argv)
 	b->net = net;
 	b->launcher = launcher;
 	b->base_p50_us = b->lat8_p50_us = b->bw1m_mbps = -1;
+	b->nranks = o.is_coll ? o.nranks : NRANKS;
 	xp_config_init(&b->cfg);
 	rc = net ? main_net(b) : main_inproc(b);
 	free(b);
