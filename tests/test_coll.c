@@ -234,6 +234,26 @@ static void check_allreduce(xp_comm_t *comm, size_t count, xp_dtype_t dt, xp_op_
 	free(out);
 }
 
+static void check_allreduce_with(xp_comm_t *comm, size_t count, xp_dtype_t dt, xp_op_t op, int algo)
+{
+	size_t es = xp_dtype_size(dt);
+	uint8_t *in = malloc(count * es + 1), *out = malloc(count * es + 1);
+	int r = xp_comm_rank(comm);
+	for (size_t i = 0; i < count; i++)
+		put(in, dt, i, input(r, i, dt, op));
+	T_OK(xp_allreduce_with(comm, in, out, count, dt, op, algo));
+	check_result("allreduce_with", comm, out, count, dt, op);
+	xp_request_t *req;
+	memcpy(out, in, count * es);
+	T_OK(xp_iallreduce_with(comm, XP_IN_PLACE, out, count, dt, op, algo, &req));
+	T_OK(xp_wait(&req, XP_TIMEOUT_DEFAULT, NULL));
+	check_result("iallreduce_with in place", comm, out, count, dt, op);
+	T_EQ(xp_allreduce_with(comm, in, out, count, dt, op, 99), -EINVAL);
+	T_CONTAINS(xp_error_detail(), "xp_allreduce_algo");
+	free(in);
+	free(out);
+}
+
 static void check_reduce(xp_comm_t *comm, size_t count, xp_dtype_t dt, xp_op_t op, int root)
 {
 	size_t es = xp_dtype_size(dt);
@@ -379,6 +399,12 @@ static void check_reductions(xp_comm_t *comm)
 						     (int)(k % (size_t)xp_comm_size(comm)));
 			}
 		}
+		/* Each algorithm asked for by the call itself, at small and ring
+		 * sizes, in place and not. */
+		for (int algo = XP_ALLREDUCE_RECURSIVE_DOUBLING; algo <= XP_ALLREDUCE_HIERARCHICAL;
+		     algo++)
+			check_allreduce_with(comm, dt % 2 ? 33 : 5003, (xp_dtype_t)dt, XP_SUM,
+					     algo);
 		/* Beyond 64 KiB: the ring (any count of ranks). */
 		check_allreduce(comm, 20011, (xp_dtype_t)dt, XP_SUM, dt % 2 == 0);
 		check_allreduce(comm, 20011, (xp_dtype_t)dt, XP_MAX, dt % 2 == 1);

@@ -635,6 +635,18 @@ int xp_allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t cou
  */
 int xp_allreduce_algo_get(xp_comm_t *comm, size_t count, xp_dtype_t dtype, const char **name);
 
+/**
+ * xp_allreduce and xp_iallreduce with this call's algorithm (enum
+ * xp_allreduce_algo) chosen by the program, over XP_ALLREDUCE_ALGO and
+ * the cost model; XP_ALLREDUCE_AUTO: as without. Every member must pass
+ * the same. The ring needs a block per rank: with fewer elements than
+ * ranks it runs as recursive doubling. -EINVAL for another value.
+ */
+int xp_allreduce_with(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+		      xp_dtype_t dtype, xp_op_t op, int algo);
+int xp_iallreduce_with(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+		       xp_dtype_t dtype, xp_op_t op, int algo, xp_request_t **req);
+
 /** As xp_allreduce, the result at @root only (others' @recvbuf may be NULL). */
 int xp_reduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count, xp_dtype_t dtype,
 	      xp_op_t op, int root);

@@ -114,13 +114,16 @@ static int check_reduction(const char *call, const xp_comm_t *comm, const void *
 	return 0;
 }
 
+/* @algo: the program's choice for this call, or XP_ALLREDUCE_AUTO. */
 static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
-		     xp_dtype_t dtype, xp_op_t op, xp_request_t **req)
+		     xp_dtype_t dtype, xp_op_t op, int algo, xp_request_t **req)
 {
 	const char *call = req != NULL ? "xp_iallreduce" : "xp_allreduce";
 	int rc = check_reduction(call, comm, sendbuf, recvbuf, count, dtype, op, true);
 	if (rc < 0)
 		return rc;
+	if (algo < XP_ALLREDUCE_AUTO || algo > XP_ALLREDUCE_HIERARCHICAL)
+		return xpi_coll_bad(call, comm, "not an enum xp_allreduce_algo");
 	struct xpi_sched *s = xpi_sched_new(comm, XPI_COLL_ALLREDUCE, call);
 	if (s == NULL)
 		return -ENOMEM;
@@ -130,6 +133,14 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 	size_t bytes = count * s->how.elem;
 	struct xpi_allreduce_plan plan;
 	xpi_allreduce_choose(comm, bytes, count, &plan);
+	if (algo != XP_ALLREDUCE_AUTO) {
+		/* The call's own choice wins over the setting's; the ring needs
+		 * a block per rank. */
+		plan.forced = true;
+		plan.algo = algo == XP_ALLREDUCE_RING && count < (size_t)comm->size ?
+				    XP_ALLREDUCE_RECURSIVE_DOUBLING :
+				    algo;
+	}
 	if (xpi_debug_on("coll"))
 		xpi_log(XPI_LOG_DEBUG,
 			"rank %d: %s of %zu B on communicator %u (%d ranks, %d hosts): %s (%s; "
@@ -150,7 +161,21 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 XPI_EXPORT int xp_allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
 			    xp_dtype_t dtype, xp_op_t op)
 {
-	return allreduce(comm, sendbuf, recvbuf, count, dtype, op, NULL);
+	return allreduce(comm, sendbuf, recvbuf, count, dtype, op, XP_ALLREDUCE_AUTO, NULL);
+}
+
+XPI_EXPORT int xp_allreduce_with(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+				 xp_dtype_t dtype, xp_op_t op, int algo)
+{
+	return allreduce(comm, sendbuf, recvbuf, count, dtype, op, algo, NULL);
+}
+
+XPI_EXPORT int xp_iallreduce_with(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+				  xp_dtype_t dtype, xp_op_t op, int algo, xp_request_t **req)
+{
+	if (req == NULL)
+		return xpi_coll_bad("xp_iallreduce", comm, "no place for the request (NULL)");
+	return allreduce(comm, sendbuf, recvbuf, count, dtype, op, algo, req);
 }
 
 XPI_EXPORT int xp_iallreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -158,7 +183,7 @@ XPI_EXPORT int xp_iallreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf
 {
 	if (req == NULL)
 		return xpi_coll_bad("xp_iallreduce", comm, "no place for the request (NULL)");
-	return allreduce(comm, sendbuf, recvbuf, count, dtype, op, req);
+	return allreduce(comm, sendbuf, recvbuf, count, dtype, op, XP_ALLREDUCE_AUTO, req);
 }
 
 static int reduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
