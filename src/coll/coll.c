@@ -79,8 +79,9 @@ static void block_of(size_t count, int p, int b, size_t *first, size_t *len)
 
 /*
  * Each member sends 2(p-1)/p of the vector and receives as much, for any
- * p. The blocks also pipeline the work: each step moves one block while
- * the reduction of the one before it is done.
+ * p. Each step moves one block and then reduces it; the next step starts
+ * once that reduction is done (segments that overlap the two are still
+ * to come).
  */
 int xpi_build_allreduce_ring(struct xpi_sched *s, void *buf, size_t count)
 {

@@ -45,8 +45,13 @@ const char *xpi_allreduce_algo_name(int algo);
 
 /* -EINVAL naming the call and the communicator (never NULL here). */
 int xpi_coll_bad(const char *call, const xp_comm_t *comm, const char *what);
-/* The checks every collective makes of its communicator, count and type. */
+/* The checks every collective makes of its communicator, count and type;
+ * and those with a root, of the root too (@root < 0: none). */
 int xpi_coll_check(const char *call, const xp_comm_t *comm, size_t count, xp_dtype_t dt);
+int xpi_coll_check_root(const char *call, const xp_comm_t *comm, size_t count, xp_dtype_t dt,
+			int root);
+/* -EINVAL for a nonblocking call given no place for its request. */
+int xpi_coll_no_request(const char *call, const xp_comm_t *comm);
 
 /* Starts @s (built: @rc 0) for a nonblocking call (@req not NULL) or runs
  * it to the end for a blocking one; frees it on a building failure. */

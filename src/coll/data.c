@@ -15,11 +15,6 @@
 /* The call's name, blocking or not. */
 #define CALL(req, name) ((req) != NULL ? "xp_i" name : "xp_" name)
 
-static int no_request(const char *call, const xp_comm_t *comm)
-{
-	return xpi_coll_bad(call, comm, "no place for the request (NULL)");
-}
-
 static int barrier(xp_comm_t *comm, xp_request_t **req)
 {
 	const char *call = CALL(req, "barrier");
@@ -43,18 +38,16 @@ XPI_EXPORT int xp_barrier(xp_comm_t *comm)
 
 XPI_EXPORT int xp_ibarrier(xp_comm_t *comm, xp_request_t **req)
 {
-	return req != NULL ? barrier(comm, req) : no_request("xp_ibarrier", comm);
+	return req != NULL ? barrier(comm, req) : xpi_coll_no_request("xp_ibarrier", comm);
 }
 
 static int bcast(xp_comm_t *comm, void *buf, size_t count, xp_dtype_t dtype, int root,
 		 xp_request_t **req)
 {
 	const char *call = CALL(req, "bcast");
-	int rc = xpi_coll_check(call, comm, count, dtype);
+	int rc = xpi_coll_check_root(call, comm, count, dtype, root);
 	if (rc < 0)
 		return rc;
-	if (root < 0 || root >= comm->size)
-		return xpi_coll_bad(call, comm, "the root is not a rank of the communicator");
 	if (buf == NULL && count > 0)
 		return xpi_coll_bad(call, comm, "NULL buffer");
 	struct xpi_sched *s = xpi_sched_new(comm, XPI_COLL_BCAST, call);
@@ -73,7 +66,7 @@ XPI_EXPORT int xp_ibcast(xp_comm_t *comm, void *buf, size_t count, xp_dtype_t dt
 			 xp_request_t **req)
 {
 	return req != NULL ? bcast(comm, buf, count, dtype, root, req) :
-			     no_request("xp_ibcast", comm);
+			     xpi_coll_no_request("xp_ibcast", comm);
 }
 
 static int allgather(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -113,7 +106,7 @@ XPI_EXPORT int xp_iallgather(xp_comm_t *comm, const void *sendbuf, void *recvbuf
 			     xp_dtype_t dtype, xp_request_t **req)
 {
 	return req != NULL ? allgather(comm, sendbuf, recvbuf, count, dtype, req) :
-			     no_request("xp_iallgather", comm);
+			     xpi_coll_no_request("xp_iallgather", comm);
 }
 
 /* The root's one step of gather and scatter: a receive (or send) per
@@ -131,11 +124,9 @@ static int gather(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t co
 		  xp_dtype_t dtype, int root, xp_request_t **req)
 {
 	const char *call = CALL(req, "gather");
-	int rc = xpi_coll_check(call, comm, count, dtype);
+	int rc = xpi_coll_check_root(call, comm, count, dtype, root);
 	if (rc < 0)
 		return rc;
-	if (root < 0 || root >= comm->size)
-		return xpi_coll_bad(call, comm, "the root is not a rank of the communicator");
 	bool at_root = comm->rank == root;
 	if (count > 0 && (sendbuf == NULL || (at_root && recvbuf == NULL) ||
 			  (!at_root && sendbuf == XP_IN_PLACE)))
@@ -165,18 +156,16 @@ XPI_EXPORT int xp_igather(xp_comm_t *comm, const void *sendbuf, void *recvbuf, s
 			  xp_dtype_t dtype, int root, xp_request_t **req)
 {
 	return req != NULL ? gather(comm, sendbuf, recvbuf, count, dtype, root, req) :
-			     no_request("xp_igather", comm);
+			     xpi_coll_no_request("xp_igather", comm);
 }
 
 static int scatter(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
 		   xp_dtype_t dtype, int root, xp_request_t **req)
 {
 	const char *call = CALL(req, "scatter");
-	int rc = xpi_coll_check(call, comm, count, dtype);
+	int rc = xpi_coll_check_root(call, comm, count, dtype, root);
 	if (rc < 0)
 		return rc;
-	if (root < 0 || root >= comm->size)
-		return xpi_coll_bad(call, comm, "the root is not a rank of the communicator");
 	bool at_root = comm->rank == root;
 	if (count > 0 && (recvbuf == NULL || (at_root && sendbuf == NULL)))
 		return xpi_coll_bad(call, comm, "NULL buffer");
@@ -205,7 +194,7 @@ XPI_EXPORT int xp_iscatter(xp_comm_t *comm, const void *sendbuf, void *recvbuf, 
 			   xp_dtype_t dtype, int root, xp_request_t **req)
 {
 	return req != NULL ? scatter(comm, sendbuf, recvbuf, count, dtype, root, req) :
-			     no_request("xp_iscatter", comm);
+			     xpi_coll_no_request("xp_iscatter", comm);
 }
 
 static int alltoall(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -254,5 +243,5 @@ XPI_EXPORT int xp_ialltoall(xp_comm_t *comm, const void *sendbuf, void *recvbuf,
 			    xp_dtype_t dtype, xp_request_t **req)
 {
 	return req != NULL ? alltoall(comm, sendbuf, recvbuf, count, dtype, req) :
-			     no_request("xp_ialltoall", comm);
+			     xpi_coll_no_request("xp_ialltoall", comm);
 }

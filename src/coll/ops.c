@@ -34,6 +34,20 @@ int xpi_coll_check(const char *call, const xp_comm_t *comm, size_t count, xp_dty
 	return 0;
 }
 
+int xpi_coll_check_root(const char *call, const xp_comm_t *comm, size_t count, xp_dtype_t dt,
+			int root)
+{
+	int rc = xpi_coll_check(call, comm, count, dt);
+	if (rc == 0 && (root < 0 || root >= comm->size))
+		rc = xpi_coll_bad(call, comm, "the root is not a rank of the communicator");
+	return rc;
+}
+
+int xpi_coll_no_request(const char *call, const xp_comm_t *comm)
+{
+	return xpi_coll_bad(call, comm, "no place for the request (NULL)");
+}
+
 static void combine_kernel(void *acc, const void *in, size_t count, const struct xpi_combine *how)
 {
 	xpi_reduce(acc, in, count, (xp_dtype_t)how->dtype,
@@ -174,7 +188,7 @@ XPI_EXPORT int xp_iallreduce_with(xp_comm_t *comm, const void *sendbuf, void *re
 				  xp_dtype_t dtype, xp_op_t op, int algo, xp_request_t **req)
 {
 	if (req == NULL)
-		return xpi_coll_bad("xp_iallreduce", comm, "no place for the request (NULL)");
+		return xpi_coll_no_request("xp_iallreduce", comm);
 	return allreduce(comm, sendbuf, recvbuf, count, dtype, op, algo, req);
 }
 
@@ -182,7 +196,7 @@ XPI_EXPORT int xp_iallreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf
 			     xp_dtype_t dtype, xp_op_t op, xp_request_t **req)
 {
 	if (req == NULL)
-		return xpi_coll_bad("xp_iallreduce", comm, "no place for the request (NULL)");
+		return xpi_coll_no_request("xp_iallreduce", comm);
 	return allreduce(comm, sendbuf, recvbuf, count, dtype, op, XP_ALLREDUCE_AUTO, req);
 }
 
@@ -190,11 +204,9 @@ static int reduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t co
 		  xp_dtype_t dtype, xp_op_t op, int root, xp_request_t **req)
 {
 	const char *call = req != NULL ? "xp_ireduce" : "xp_reduce";
-	int rc = xpi_coll_check(call, comm, count, dtype);
+	int rc = xpi_coll_check_root(call, comm, count, dtype, root);
 	if (rc < 0)
 		return rc;
-	if (root < 0 || root >= comm->size)
-		return xpi_coll_bad(call, comm, "the root is not a rank of the communicator");
 	bool at_root = comm->rank == root;
 	rc = check_reduction(call, comm, sendbuf, recvbuf, count, dtype, op, at_root);
 	if (rc < 0)
@@ -222,7 +234,7 @@ XPI_EXPORT int xp_ireduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, s
 			  xp_dtype_t dtype, xp_op_t op, int root, xp_request_t **req)
 {
 	if (req == NULL)
-		return xpi_coll_bad("xp_ireduce", comm, "no place for the request (NULL)");
+		return xpi_coll_no_request("xp_ireduce", comm);
 	return reduce(comm, sendbuf, recvbuf, count, dtype, op, root, req);
 }
 
@@ -262,7 +274,7 @@ XPI_EXPORT int xp_ireduce_scatter(xp_comm_t *comm, const void *sendbuf, void *re
 				  xp_dtype_t dtype, xp_op_t op, xp_request_t **req)
 {
 	if (req == NULL)
-		return xpi_coll_bad("xp_ireduce_scatter", comm, "no place for the request (NULL)");
+		return xpi_coll_no_request("xp_ireduce_scatter", comm);
 	return reduce_scatter(comm, sendbuf, recvbuf, count, dtype, op, req);
 }
 
