@@ -169,6 +169,11 @@ typedef struct xp_config {
 	 * collectives), others as other hosts. For tests and for containers
 	 * that share no /dev/shm; XP_HOST_ID; NULL: found. */
 	const char *host_id;
+	/* Bytes of each segment a collective's pipeline moves at a time (as
+	 * NCCL's chunks): a ring's block goes in segments, each reduced while
+	 * the next is on its way; XP_COLL_SEGMENT; 0 (default): chosen from the
+	 * links' latency and bandwidth (64 KiB to 1 MiB). */
+	size_t coll_segment;
 } xp_config_t;
 
 /** Fills @cfg with defaults and then the XP_* environment. A variable whose

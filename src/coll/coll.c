@@ -78,10 +78,78 @@ static void block_of(size_t count, int p, int b, size_t *first, size_t *len)
 }
 
 /*
+ * A ring's blocks move in segments (xpi_coll_segment_bytes), each
+ * its own step: while one segment is reduced, the next is already on its
+ * way (its step is posted before the reduction, into the other of two
+ * scratch segments), and what is reduced is still in cache. A block of
+ * one segment gets no overlap: its next step would send what the
+ * reduction writes.
+ */
+struct ring_pipe {
+	size_t seg;      /* elements of a segment (the last of a block may be shorter) */
+	unsigned nseg;   /* segments of the longest block */
+	uint8_t *tmp[2]; /* scratch segments, used in turn */
+	unsigned turn;
+};
+
+static int ring_pipe_init(struct xpi_sched *s, struct ring_pipe *rp, size_t maxlen, int steps)
+{
+	size_t elem = s->how.elem, per = xpi_coll_segment_bytes(s->comm) / elem;
+	if (per == 0)
+		per = 1;
+	/* Step numbers stay below the hierarchical phases' spacing. */
+	size_t most =
+		(XPI_RING_MAX_STEPS / (size_t)steps) > 0 ? XPI_RING_MAX_STEPS / (size_t)steps : 1;
+	size_t nseg = (maxlen + per - 1) / per;
+	if (nseg > most)
+		nseg = most;
+	if (nseg == 0)
+		nseg = 1;
+	rp->nseg = (unsigned)nseg;
+	rp->seg = (maxlen + nseg - 1) / nseg;
+	rp->turn = 0;
+	rp->tmp[0] = xpi_sched_scratch(s, rp->seg * elem);
+	rp->tmp[1] = nseg > 1 ? xpi_sched_scratch(s, rp->seg * elem) : rp->tmp[0];
+	return rp->tmp[0] != NULL && rp->tmp[1] != NULL ? 0 : -ENOMEM;
+}
+
+/* Segment @j of a block of @len elements: its offset and length. */
+static size_t seg_of(const struct ring_pipe *rp, unsigned j, size_t len, size_t *n)
+{
+	size_t at = (size_t)j * rp->seg;
+	*n = at >= len ? 0 : (len - at < rp->seg ? len - at : rp->seg);
+	return at;
+}
+
+/*
+ * Ring step @k: block (@sfirst, @slen) to the right, block (@rfirst,
+ * @rlen) from the left, segment by segment; reduced into @base when
+ * @reduce, else received in place.
+ */
+static int ring_step(struct xpi_sched *s, struct ring_pipe *rp, unsigned k, int right, int left,
+		     uint8_t *base, size_t sfirst, size_t slen, size_t rfirst, size_t rlen,
+		     bool reduce)
+{
+	size_t elem = s->how.elem;
+	int rc = 0;
+	for (unsigned j = 0; rc == 0 && j < rp->nseg; j++) {
+		size_t sn, rn, sat = seg_of(rp, j, slen, &sn), rat = seg_of(rp, j, rlen, &rn);
+		uint8_t *rbuf = reduce ? rp->tmp[rp->turn] : base + (rfirst + rat) * elem;
+		rc = xpi_sched_sendrecv(s, k * rp->nseg + j, right, base + (sfirst + sat) * elem,
+					sn * elem, left, rbuf, rn * elem);
+		if (rc == 0 && reduce && rn > 0) {
+			xpi_sched_combine(s, base + (rfirst + rat) * elem, rbuf, rn);
+			if (rp->nseg > 1)
+				xpi_sched_early_next(s);
+			rp->turn ^= 1;
+		}
+	}
+	return rc;
+}
+
+/*
  * Each member sends 2(p-1)/p of the vector and receives as much, for any
- * p. Each step moves one block and then reduces it; the next step starts
- * once that reduction is done (segments that overlap the two are still
- * to come).
+ * p, in 2(p-1) steps of a block each, pipelined in segments (ring_pipe).
  */
 int xpi_build_allreduce_ring(struct xpi_sched *s, void *buf, size_t count)
 {
@@ -89,33 +157,24 @@ int xpi_build_allreduce_ring(struct xpi_sched *s, void *buf, size_t count)
 	if (p == 1 || count == 0)
 		return 0;
 	int right = (r + 1) % p, left = (r + p - 1) % p;
-	size_t elem = s->how.elem, maxlen = count / (size_t)p + 1, first, len;
-	uint8_t *base = buf;
-	/* One scratch block (steps run one after another). */
-	uint8_t *tmp = xpi_sched_scratch(s, maxlen * elem);
-	if (tmp == NULL)
+	size_t sfirst, slen, rfirst, rlen;
+	struct ring_pipe rp;
+	if (ring_pipe_init(s, &rp, (count + (size_t)p - 1) / (size_t)p, 2 * p) < 0)
 		return -ENOMEM;
 	/* Reduce-scatter: after step k, block (r - k - 1) holds k + 2
 	 * members' contributions; at the end block (r + 1) is complete. */
 	for (int k = 0; rc == 0 && k < p - 1; k++) {
-		int sb = (r - k + p) % p, rb = (r - k - 1 + p) % p;
-		size_t sfirst, slen;
-		uint8_t *in = tmp;
-		block_of(count, p, sb, &sfirst, &slen);
-		block_of(count, p, rb, &first, &len);
-		rc = xpi_sched_sendrecv(s, (unsigned)k, right, base + sfirst * elem, slen * elem,
-					left, in, len * elem);
-		if (rc == 0)
-			xpi_sched_combine(s, base + first * elem, in, len);
+		block_of(count, p, (r - k + p) % p, &sfirst, &slen);
+		block_of(count, p, (r - k - 1 + p) % p, &rfirst, &rlen);
+		rc = ring_step(s, &rp, (unsigned)k, right, left, buf, sfirst, slen, rfirst, rlen,
+			       true);
 	}
 	/* Allgather: the complete blocks around. */
 	for (int k = 0; rc == 0 && k < p - 1; k++) {
-		int sb = (r + 1 - k + p) % p, rb = (r - k + p) % p;
-		size_t sfirst, slen;
-		block_of(count, p, sb, &sfirst, &slen);
-		block_of(count, p, rb, &first, &len);
-		rc = xpi_sched_sendrecv(s, (unsigned)(p + k), right, base + sfirst * elem,
-					slen * elem, left, base + first * elem, len * elem);
+		block_of(count, p, (r + 1 - k + p) % p, &sfirst, &slen);
+		block_of(count, p, (r - k + p) % p, &rfirst, &rlen);
+		rc = ring_step(s, &rp, (unsigned)(p + k), right, left, buf, sfirst, slen, rfirst,
+			       rlen, false);
 	}
 	return rc;
 }
@@ -126,18 +185,16 @@ int xpi_build_reduce_scatter_ring(struct xpi_sched *s, void *buf, size_t block)
 	if (p == 1 || block == 0)
 		return 0;
 	int right = (r + 1) % p, left = (r + p - 1) % p;
-	size_t bytes = block * s->how.elem;
-	uint8_t *base = buf, *tmp = xpi_sched_scratch(s, bytes);
-	if (tmp == NULL)
+	struct ring_pipe rp;
+	if (ring_pipe_init(s, &rp, block, p) < 0)
 		return -ENOMEM;
 	/* As the allreduce ring, the blocks shifted by one so that the block
 	 * complete here at the end is this member's own. */
 	for (int k = 0; rc == 0 && k < p - 1; k++) {
-		int sb = (r - k - 1 + 2 * p) % p, rb = (r - k - 2 + 2 * p) % p;
-		rc = xpi_sched_sendrecv(s, (unsigned)k, right, base + (size_t)sb * bytes, bytes,
-					left, tmp, bytes);
-		if (rc == 0)
-			xpi_sched_combine(s, base + (size_t)rb * bytes, tmp, block);
+		size_t sb = (size_t)((r - k - 1 + 2 * p) % p),
+		       rb = (size_t)((r - k - 2 + 2 * p) % p);
+		rc = ring_step(s, &rp, (unsigned)k, right, left, buf, sb * block, block, rb * block,
+			       block, true);
 	}
 	return rc;
 }

@@ -14,6 +14,10 @@
 
 #include "sched.h"
 
+/* A ring takes at most this many steps, so that its step numbers stay
+ * below the hierarchical phases' (hier.c). */
+#define XPI_RING_MAX_STEPS (1u << 19)
+
 /* Recursive doubling for any p (the extra ranks fold in first and get the
  * result last): log2 p whole vectors; for small vectors. */
 int xpi_build_allreduce_rd(struct xpi_sched *s, void *buf, size_t count);
@@ -42,6 +46,8 @@ struct xpi_allreduce_plan {
 void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count,
 			  struct xpi_allreduce_plan *plan);
 const char *xpi_allreduce_algo_name(int algo);
+/* The bytes of a pipeline's segment over @comm's slowest link. */
+size_t xpi_coll_segment_bytes(xp_comm_t *comm);
 
 /* -EINVAL naming the call and the communicator (never NULL here). */
 int xpi_coll_bad(const char *call, const xp_comm_t *comm, const char *what);

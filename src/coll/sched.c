@@ -152,6 +152,11 @@ void xpi_sched_combine(struct xpi_sched *s, void *acc, const void *in, size_t co
 	st->count = count;
 }
 
+void xpi_sched_early_next(struct xpi_sched *s)
+{
+	s->steps[s->nsteps - 1].early_next = true;
+}
+
 void xpi_sched_free(struct xpi_sched *s)
 {
 	if (s == NULL)
@@ -339,10 +344,18 @@ static void advance(struct xpi_sched *s)
 			return;
 		}
 		const struct xpi_sched_step *st = &s->steps[s->cur];
-		if (st->count > 0)
-			s->how.fn(st->acc, st->in, st->count, &s->how);
 		s->posted = false;
 		s->cur++;
+		if (st->count > 0 && st->early_next && s->cur < s->nsteps) {
+			rc = post_step(s);
+			if (rc < 0) {
+				fail(s, rc, "posting step %u: %s", s->steps[s->cur].tag,
+				     xp_error_detail());
+				return;
+			}
+		}
+		if (st->count > 0)
+			s->how.fn(st->acc, st->in, st->count, &s->how);
 	}
 }
 

@@ -60,6 +60,10 @@ struct xpi_sched_step {
 	void *acc;            /* then acc (op)= in, count elements, if count > 0 */
 	const void *in;
 	size_t count;
+	/* The next step is posted before this one's reduction runs, so that
+	 * its messages move while this one reduces: it must not read what
+	 * the reduction writes (a pipeline's next segment). */
+	bool early_next;
 };
 
 #define XPI_SCHED_SCRATCH 8
@@ -132,6 +136,9 @@ int xpi_sched_begin_step(struct xpi_sched *s, unsigned step);
 int xpi_sched_add(struct xpi_sched *s, int member, bool send, void *buf, size_t len);
 /* After the last step: acc (op)= in over @count elements of s->how. */
 void xpi_sched_combine(struct xpi_sched *s, void *acc, const void *in, size_t count);
+/* Lets the next step start before the last one's reduction (the
+ * builder's promise that it does not depend on it). */
+void xpi_sched_early_next(struct xpi_sched *s);
 /* @bytes of scratch freed with the schedule, or NULL (detail set). */
 void *xpi_sched_scratch(struct xpi_sched *s, size_t bytes);
 

@@ -95,6 +95,7 @@ int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
 	out->tcp_zc = cfg.tcp_zc;
 	out->log_level = cfg.log_level;
 	out->allreduce_algo = cfg.allreduce_algo;
+	out->coll_segment = cfg.coll_segment;
 	out->debug_mask = xpi_settings_debug_mask(cfg.debug);
 	copy_text(out->debug, sizeof(out->debug), cfg.debug);
 	copy_text(out->host_id, sizeof(out->host_id), cfg.host_id);

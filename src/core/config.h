@@ -26,6 +26,7 @@ struct xpi_config {
 	int tcp_zc;             /* enum xp_tcp_zc */
 	int log_level;          /* enum xp_log_level */
 	int allreduce_algo;     /* enum xp_allreduce_algo */
+	size_t coll_segment;    /* 0: from the links */
 	unsigned debug_mask;    /* xpi_settings_debug_mask */
 	char debug[128];        /* as given, "" : unset */
 	char host_id[64];       /* XP_HOST_ID, "" : unset */

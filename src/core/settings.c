@@ -61,6 +61,9 @@ static const struct xpi_setting table[] = {
 	  allreduce_names, NULL, "allreduce algorithm (auto: by the cost model)" },
 	{ "XP_HOST_ID", "host_id", XPI_SET_STRING, F(host_id), 1, 63, NULL, NULL,
 	  "the host this rank says it is on (tests, containers)" },
+	{ "XP_COLL_SEGMENT", "coll_segment", XPI_SET_SIZE, F(coll_segment), 0,
+	  (long long)XP_MSG_MAX, NULL, NULL,
+	  "bytes a collective's pipeline moves at a time (0: from the links)" },
 };
 
 _Static_assert(XPI_ARRAY_SIZE(table) <= XPI_SETTINGS_MAX, "XPI_SETTINGS_MAX too small");
