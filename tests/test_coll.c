@@ -566,6 +566,20 @@ static void check_nonblocking(xp_comm_t *world)
 	while ((rc = xp_test(&t, NULL)) == 0)
 		;
 	T_EQ(rc, 1);
+	/* A blocking allreduce (over shared memory where it can: no
+	 * messages) while a nonblocking one is under way on another
+	 * communicator: the ranks that wait for the nonblocking one first
+	 * need the others to progress it from inside their blocking call. */
+	int32_t v[3] = { r, 2 * r, 3 * r }, sum = n * (n - 1) / 2;
+	T_OK(xp_iallreduce(world, XP_IN_PLACE, v, 2, XP_INT32, XP_SUM, &t));
+	if (r % 2 == 1)
+		T_OK(xp_wait(&t, XP_TIMEOUT_DEFAULT, NULL));
+	T_OK(xp_allreduce(dup, XP_IN_PLACE, v + 2, 1, XP_INT32, XP_SUM));
+	if (r % 2 == 0)
+		T_OK(xp_wait(&t, XP_TIMEOUT_DEFAULT, NULL));
+	T_EQ(v[0], sum);
+	T_EQ(v[1], 2 * sum);
+	T_EQ(v[2], 3 * sum);
 	free(a);
 	free(b);
 	free(g);

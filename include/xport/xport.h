@@ -90,6 +90,9 @@ enum xp_allreduce_algo {
 	XP_ALLREDUCE_RECURSIVE_DOUBLING = 1, /* log2(p) exchanges of the whole vector */
 	XP_ALLREDUCE_RING = 2,               /* reduce-scatter and allgather around a ring */
 	XP_ALLREDUCE_HIERARCHICAL = 3,       /* within each host, across hosts' leaders, back */
+	/* Every member on one host: vectors exchanged through shared memory,
+	 * no messages (blocking calls; others fall back to the cost model's). */
+	XP_ALLREDUCE_SHARED_MEMORY = 5,
 };
 
 enum xp_log_level {

@@ -35,15 +35,27 @@ int xpi_build_reduce_binomial(struct xpi_sched *s, void *buf, size_t count, int 
  * (XP_ALLREDUCE_RECURSIVE_DOUBLING or _RING), back within each host. */
 int xpi_build_allreduce_hierarchical(struct xpi_sched *s, void *buf, size_t count, int across);
 
+/* Allreduce over shared memory (shmcoll.c), for blocking calls on a
+ * communicator whose members are all on this host: whether this rank can
+ * (before the agreement) or all can (after); the agreement, collective,
+ * which the first blocking allreduce makes; the call itself, in place on
+ * @count elements of the working type. */
+bool xpi_shmcoll_possible(xp_comm_t *comm);
+int xpi_shmcoll_agree(xp_comm_t *comm);
+int xpi_shmcoll_allreduce(xp_comm_t *comm, void *buf, size_t count, const struct xpi_combine *how,
+			  const char *call);
+
 /* What the cost model says of an allreduce of @bytes: each algorithm's
  * estimated time and the one chosen (XP_ALLREDUCE_ALGO, if set, wins). */
 struct xpi_allreduce_plan {
 	int algo;   /* enum xp_allreduce_algo, never AUTO */
 	int across; /* hierarchical: the algorithm between the hosts' leaders */
 	bool forced;
-	double t_rd_ns, t_ring_ns, t_hier_ns; /* infinite where it does not apply */
+	/* Infinite where it does not apply. */
+	double t_rd_ns, t_ring_ns, t_hier_ns, t_shm_ns;
 };
-void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count,
+/* @blocking: shared memory is an option (xpi_shmcoll_possible). */
+void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count, bool blocking,
 			  struct xpi_allreduce_plan *plan);
 const char *xpi_allreduce_algo_name(int algo);
 /* The bytes of a pipeline's segment over @comm's slowest link. */

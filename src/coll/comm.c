@@ -11,6 +11,10 @@
  * (as in MPI, the calls are collective and ordered); if one did, the id
  * would be taken here when this rank comes to claim it, and the call fails
  * with -EAGAIN rather than share it.
+ *
+ * The same AND gives the communicator a shared-memory channel free on
+ * every member (shmcoll.c), if one is left: its members' segments' areas
+ * for allreduce within a host.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -33,14 +37,15 @@ static void and_bytes(void *acc, const void *in, size_t count, const struct xpi_
 }
 
 /* Agrees with the members of @parent on an id free on all of them and
- * claims it here. */
-static int agree_id(xp_comm_t *parent, const char *call, uint32_t *id)
+ * claims it here; and on a shared-memory channel free on all, or -1. */
+static int agree_id(xp_comm_t *parent, const char *call, uint32_t *id, int *channel)
 {
 	xp_context_t *ctx = parent->ctx;
-	uint8_t mask[ID_MASK_BYTES];
+	uint8_t mask[ID_MASK_BYTES + 1];
 	pthread_mutex_lock(&ctx->comm_lock);
-	for (size_t i = 0; i < sizeof(mask); i++)
+	for (size_t i = 0; i < ID_MASK_BYTES; i++)
 		mask[i] = (uint8_t)~ctx->comm_ids_used[i];
+	mask[ID_MASK_BYTES] = (uint8_t)~ctx->shm_channels_used;
 	pthread_mutex_unlock(&ctx->comm_lock);
 	struct xpi_sched *s = xpi_sched_new(parent, XPI_COLL_COMM, call);
 	if (s == NULL)
@@ -70,6 +75,10 @@ static int agree_id(xp_comm_t *parent, const char *call, uint32_t *id)
 				"same time)",
 				ctx->rank, call, 2 * pair);
 	*id = 2u * (uint32_t)pair;
+	*channel = -1;
+	for (int k = 0; k < (int)XPI_COLL_CHANNELS && *channel < 0; k++)
+		if (mask[ID_MASK_BYTES] & (1u << k))
+			*channel = k;
 	return 0;
 }
 
@@ -83,8 +92,8 @@ static void release_id(xp_context_t *ctx, uint32_t id)
 
 /* A communicator of the world ranks @members (@n of them, in their new
  * order), of which this rank is @rank. */
-static int comm_make(xp_context_t *ctx, uint32_t id, const int *members, int n, int rank,
-		     xp_comm_t **out)
+static int comm_make(xp_context_t *ctx, uint32_t id, int channel, const int *members, int n,
+		     int rank, xp_comm_t **out)
 {
 	xp_comm_t *c = calloc(1, sizeof(*c));
 	int *to = malloc((size_t)n * sizeof(int)), *from = malloc((size_t)ctx->size * sizeof(int));
@@ -101,9 +110,22 @@ static int comm_make(xp_context_t *ctx, uint32_t id, const int *members, int n, 
 		to[i] = members[i];
 		from[members[i]] = i;
 	}
-	*c = (struct xp_comm){
-		.ctx = ctx, .id = id, .rank = rank, .size = n, .to_world = to, .from_world = from
-	};
+	/* The channel, unless another thread's communicator took it while the
+	 * members agreed (then the first allreduce finds that not every member
+	 * has it). */
+	pthread_mutex_lock(&ctx->comm_lock);
+	if (channel >= 0 && (ctx->shm_channels_used & (1u << channel)))
+		channel = -1;
+	if (channel >= 0)
+		ctx->shm_channels_used |= (uint8_t)(1u << channel);
+	pthread_mutex_unlock(&ctx->comm_lock);
+	*c = (struct xp_comm){ .ctx = ctx,
+			       .id = id,
+			       .rank = rank,
+			       .size = n,
+			       .to_world = to,
+			       .from_world = from,
+			       .shm_channel = channel };
 	*out = c;
 	return 0;
 }
@@ -114,7 +136,8 @@ XPI_EXPORT int xp_comm_dup(xp_comm_t *comm, xp_comm_t **out)
 		return xpi_fail(-EINVAL, "xp_comm_dup: %s is NULL",
 				comm == NULL ? "the communicator" : "the result pointer");
 	uint32_t id;
-	int rc = agree_id(comm, "xp_comm_dup", &id);
+	int channel;
+	int rc = agree_id(comm, "xp_comm_dup", &id, &channel);
 	if (rc < 0)
 		return rc;
 	int *members = malloc((size_t)comm->size * sizeof(int));
@@ -124,7 +147,7 @@ XPI_EXPORT int xp_comm_dup(xp_comm_t *comm, xp_comm_t **out)
 	}
 	for (int i = 0; i < comm->size; i++)
 		members[i] = xpi_comm_world_rank(comm, i);
-	rc = comm_make(comm->ctx, id, members, comm->size, comm->rank, out);
+	rc = comm_make(comm->ctx, id, channel, members, comm->size, comm->rank, out);
 	free(members);
 	if (rc < 0)
 		release_id(comm->ctx, id);
@@ -165,8 +188,9 @@ XPI_EXPORT int xp_comm_split(xp_comm_t *comm, int color, int key, xp_comm_t **ou
 	 * every member, whatever its color. */
 	int rc = xp_allgather(comm, &mine, all, sizeof(mine) / 4, XP_INT32);
 	uint32_t id = 0;
+	int channel = -1;
 	if (rc == 0)
-		rc = agree_id(comm, "xp_comm_split", &id);
+		rc = agree_id(comm, "xp_comm_split", &id, &channel);
 	if (rc == 0 && color == XP_UNDEFINED) {
 		release_id(comm->ctx, id); /* no communicator of ours uses it */
 		*out = NULL;
@@ -181,7 +205,7 @@ XPI_EXPORT int xp_comm_split(xp_comm_t *comm, int color, int key, xp_comm_t **ou
 			if (all[i].rank == comm->rank)
 				me = i;
 		}
-		rc = comm_make(comm->ctx, id, members, n, me, out);
+		rc = comm_make(comm->ctx, id, channel, members, n, me, out);
 		if (rc < 0)
 			release_id(comm->ctx, id);
 	}
@@ -195,6 +219,8 @@ XPI_EXPORT void xp_comm_free(xp_comm_t *comm)
 	if (comm == NULL || comm == &comm->ctx->world)
 		return;
 	release_id(comm->ctx, comm->id);
+	free(comm->shm_areas);
+	free(comm->shm_tmp);
 	free(comm->to_world);
 	free(comm->from_world);
 	free(comm);

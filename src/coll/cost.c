@@ -28,6 +28,18 @@
  * at 256 KiB, the ring 28% faster at 1 MiB and 21% at 4 MiB).
  */
 #define STEP_NS 1000.0
+/* Shared memory: vectors up to this go whole, larger in chunks copied in
+ * and out at this cost a byte (shmcoll.c). */
+#define SHM_SMALL_MAX (16.0 * 1024)
+
+/* A byte copied in or out (twice, for large vectors): cheap while the
+ * chunks stay in cache, dear beyond, where the ring's fewer passes over
+ * memory win (measured at 2 ranks: shared memory 30% faster at 1 MiB,
+ * even at 4 MiB, half the ring's speed at 16 MiB). */
+static double shm_copy_ns(double bytes)
+{
+	return bytes * (bytes <= 1024 * 1024.0 ? 0.03 : 0.1);
+}
 
 static double reduce_ns(double bytes)
 {
@@ -139,12 +151,23 @@ const char *xpi_allreduce_algo_name(int algo)
 		return "ring";
 	case XP_ALLREDUCE_HIERARCHICAL:
 		return "hierarchical";
+	case XP_ALLREDUCE_SHARED_MEMORY:
+		return "shared_memory";
 	default:
 		return "recursive_doubling";
 	}
 }
 
-void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count,
+/* Over shared memory: two flag misses, then every member's vector
+ * reduced here (small), or copied in, a slice reduced, copied out. */
+static double t_shm(int p, uint32_t lat, double n)
+{
+	if (n <= SHM_SMALL_MAX)
+		return 2.0 * lat + (p - 1) * reduce_ns(n);
+	return 2.0 * lat + 2 * shm_copy_ns(n) + (p - 1) * reduce_ns(n) / p;
+}
+
+void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count, bool blocking,
 			  struct xpi_allreduce_plan *plan)
 {
 	if (!comm->cost_known)
@@ -155,6 +178,9 @@ void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count,
 	/* The ring needs a block per rank. */
 	plan->t_ring_ns = count >= (size_t)p ? t_ring(p, comm->lat_all, comm->bw_all, n) : INFINITY;
 	plan->t_hier_ns = INFINITY;
+	plan->t_shm_ns = blocking && p > 1 && count > 0 && xpi_shmcoll_possible(comm) ?
+				 t_shm(p, comm->lat_intra, n) :
+				 INFINITY;
 	plan->across = XP_ALLREDUCE_RECURSIVE_DOUBLING;
 	/* Hierarchical: only when some host has several ranks and there are
 	 * several hosts. */
@@ -178,7 +204,10 @@ void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count,
 		/* What cannot run here runs as the nearest that can. */
 		if (forced == XP_ALLREDUCE_RING && count < (size_t)p)
 			plan->algo = XP_ALLREDUCE_RECURSIVE_DOUBLING;
-		return;
+		if (forced == XP_ALLREDUCE_SHARED_MEMORY && plan->t_shm_ns == INFINITY)
+			plan->forced = false; /* the model's choice among the others */
+		else
+			return;
 	}
 	plan->algo = XP_ALLREDUCE_RECURSIVE_DOUBLING;
 	double best = plan->t_rd_ns;
@@ -186,6 +215,10 @@ void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count,
 		best = plan->t_ring_ns;
 		plan->algo = XP_ALLREDUCE_RING;
 	}
-	if (plan->t_hier_ns < best)
+	if (plan->t_hier_ns < best) {
+		best = plan->t_hier_ns;
 		plan->algo = XP_ALLREDUCE_HIERARCHICAL;
+	}
+	if (plan->t_shm_ns < best)
+		plan->algo = XP_ALLREDUCE_SHARED_MEMORY;
 }

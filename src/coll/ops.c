@@ -6,6 +6,7 @@
  * schedule that runs it.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,8 +137,19 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 	int rc = check_reduction(call, comm, sendbuf, recvbuf, count, dtype, op, true);
 	if (rc < 0)
 		return rc;
-	if (algo < XP_ALLREDUCE_AUTO || algo > XP_ALLREDUCE_HIERARCHICAL)
+	if (algo < XP_ALLREDUCE_AUTO || algo > XP_ALLREDUCE_SHARED_MEMORY || algo == 4)
 		return xpi_coll_bad(call, comm, "not an enum xp_allreduce_algo");
+	/* Whether every member can allreduce over shared memory: asked once,
+	 * by the first blocking call that might (each member decides alike). */
+	int forced = comm->ctx->cfg.allreduce_algo;
+	bool may_shm = (algo == XP_ALLREDUCE_AUTO || algo == XP_ALLREDUCE_SHARED_MEMORY) &&
+		       (forced == XP_ALLREDUCE_AUTO || forced == XP_ALLREDUCE_SHARED_MEMORY ||
+			algo != XP_ALLREDUCE_AUTO);
+	if (req == NULL && may_shm && count > 0 && comm->size > 1 && comm->shm_ok == 0) {
+		rc = xpi_shmcoll_agree(comm);
+		if (rc < 0)
+			return rc;
+	}
 	struct xpi_sched *s = xpi_sched_new(comm, XPI_COLL_ALLREDUCE, call);
 	if (s == NULL)
 		return -ENOMEM;
@@ -146,10 +158,12 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 		return xpi_coll_go(s, -ENOMEM, req);
 	size_t bytes = count * s->how.elem;
 	struct xpi_allreduce_plan plan;
-	xpi_allreduce_choose(comm, bytes, count, &plan);
-	if (algo != XP_ALLREDUCE_AUTO) {
+	xpi_allreduce_choose(comm, bytes, count, req == NULL && may_shm, &plan);
+	if (algo != XP_ALLREDUCE_AUTO &&
+	    (algo != XP_ALLREDUCE_SHARED_MEMORY || isfinite(plan.t_shm_ns))) {
 		/* The call's own choice wins over the setting's; the ring needs
-		 * a block per rank. */
+		 * a block per rank; shared memory, the members on one host (else
+		 * the model chooses among the others). */
 		plan.forced = true;
 		plan.algo = algo == XP_ALLREDUCE_RING && count < (size_t)comm->size ?
 				    XP_ALLREDUCE_RECURSIVE_DOUBLING :
@@ -158,11 +172,19 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 	if (xpi_debug_on("coll"))
 		xpi_log(XPI_LOG_DEBUG,
 			"rank %d: %s of %zu B on communicator %u (%d ranks, %d hosts): %s (%s; "
-			"model: recursive doubling %.1f us, ring %.1f us, hierarchical %.1f us)",
+			"model: recursive doubling %.1f us, ring %.1f us, hierarchical %.1f us, "
+			"shared memory %.1f us)",
 			comm->rank, call, bytes, comm->id, comm->size, comm->nhosts,
 			xpi_allreduce_algo_name(plan.algo),
 			plan.forced ? "XP_ALLREDUCE_ALGO" : "chosen", plan.t_rd_ns / 1000,
-			plan.t_ring_ns / 1000, plan.t_hier_ns / 1000);
+			plan.t_ring_ns / 1000, plan.t_hier_ns / 1000, plan.t_shm_ns / 1000);
+	if (plan.algo == XP_ALLREDUCE_SHARED_MEMORY) {
+		rc = xpi_shmcoll_allreduce(comm, buf, count, &s->how, call);
+		if (rc == 0)
+			s->finish(s);
+		xpi_sched_free(s);
+		return rc;
+	}
 	if (plan.algo == XP_ALLREDUCE_RING)
 		rc = xpi_build_allreduce_ring(s, buf, count);
 	else if (plan.algo == XP_ALLREDUCE_HIERARCHICAL)
@@ -288,7 +310,7 @@ XPI_EXPORT int xp_allreduce_algo_get(xp_comm_t *comm, size_t count, xp_dtype_t d
 		return xpi_coll_bad("xp_allreduce_algo_get", comm, "the name pointer is NULL");
 	struct xpi_allreduce_plan plan;
 	xp_dtype_t work = xpi_reduce_work_type(dtype);
-	xpi_allreduce_choose(comm, count * xp_dtype_size(work), count, &plan);
+	xpi_allreduce_choose(comm, count * xp_dtype_size(work), count, true, &plan);
 	*name = xpi_allreduce_algo_name(plan.algo);
 	return plan.algo;
 }

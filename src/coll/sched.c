@@ -369,14 +369,14 @@ static void try_advance(struct xpi_sched *s)
 	atomic_store(&s->busy, 0);
 }
 
-/* Advances every collective in progress on the rank but @self. */
+/* Advances every collective in progress on the rank but @self (or NULL). */
 static void advance_others(xp_context_t *ctx, struct xpi_sched *self)
 {
 	struct xpi_sched *todo[16];
 	unsigned n = 0;
 	/* The usual case, nothing else in progress: no lock. */
 	if (atomic_load_explicit(&ctx->coll_nactive, memory_order_relaxed) <=
-	    (self->listed ? 1 : 0))
+	    (self != NULL && self->listed ? 1 : 0))
 		return;
 	pthread_mutex_lock(&ctx->comm_lock);
 	for (struct xpi_dlink *l = ctx->coll_active.next; l != &ctx->coll_active && n < 16;
@@ -391,6 +391,11 @@ static void advance_others(xp_context_t *ctx, struct xpi_sched *self)
 		advance(todo[i]);
 		atomic_store(&todo[i]->busy, 0);
 	}
+}
+
+void xpi_sched_advance_all(xp_context_t *ctx)
+{
+	advance_others(ctx, NULL);
 }
 
 /* Runs @s until it is done, at most until @deadline (then it fails). */

@@ -147,6 +147,9 @@ void *xpi_sched_scratch(struct xpi_sched *s, size_t bytes);
 int xpi_sched_start(struct xpi_sched *s, xp_request_t **req);
 /* Starts, waits for and frees a built schedule: the blocking calls. */
 int xpi_sched_run(struct xpi_sched *s);
+/* Advances every nonblocking collective in progress on @ctx: what a
+ * blocking collective that waits otherwise does (shmcoll.c). */
+void xpi_sched_advance_all(xp_context_t *ctx);
 /* Frees a schedule that was never started (a failure while building). */
 void xpi_sched_free(struct xpi_sched *s);
 

@@ -35,7 +35,10 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 	ctx->spin_rounds = XPI_SPIN_ROUNDS;
 	xpi_mpsc_init(&ctx->cmdq);
 	xpi_dlist_init(&ctx->reposts);
-	ctx->world = (struct xp_comm){ .ctx = ctx, .id = 0, .rank = rank, .size = size };
+	ctx->world = (struct xp_comm){
+		.ctx = ctx, .id = 0, .rank = rank, .size = size, .shm_channel = 0
+	};
+	ctx->shm_channels_used = 1; /* the world's */
 	pthread_mutex_init(&ctx->comm_lock, NULL);
 	xpi_dlist_init(&ctx->coll_active);
 	ctx->comm_ids_used[0] = 1; /* the world's pair */
@@ -189,6 +192,8 @@ void xpi_context_destroy(xp_context_t *ctx)
 	free(ctx->reg_max_end);
 	xpi_match_fini(&ctx->match);
 	pthread_mutex_destroy(&ctx->comm_lock);
+	free(ctx->world.shm_areas);
+	free(ctx->world.shm_tmp);
 	free(ctx->peers);
 	free(ctx);
 }

@@ -184,6 +184,9 @@ struct xp_mem {
  * ranks, so p2p.c translates on the way in and out.
  */
 #define XPI_COMM_IDS 4096 /* ids 0 to 4095: 2048 communicators at once */
+#define XPI_COLL_CHANNELS 8u
+#define XPI_COLL_AREA (320u << 10)
+
 struct xp_comm {
 	xp_context_t *ctx;
 	uint32_t id;
@@ -200,6 +203,15 @@ struct xp_comm {
 	bool cost_known;
 	int nhosts, max_per_host;
 	uint32_t lat_intra, bw_intra, lat_inter, bw_inter, lat_all, bw_all;
+	/* Allreduce over shared memory (src/coll/shmcoll.c): the channel of
+	 * the members' segments it has (-1: none), whether every member can
+	 * use it (0: not asked yet, 1, -1), the members' areas, scratch, and
+	 * the calls and chunks so far, which every member counts alike. */
+	int shm_channel;
+	int shm_ok;
+	void **shm_areas;
+	void *shm_tmp;
+	uint64_t shm_calls, shm_chunks;
 };
 
 /* Point-to-point in a communicator's collective tag space (p2p.c), for
@@ -295,6 +307,17 @@ struct xp_context {
 	 * the engine's. */
 	pthread_mutex_t comm_lock;
 	uint8_t comm_ids_used[XPI_COMM_IDS / 16];
+	/* Shared-memory channels (src/coll/shmcoll.c) ever given to a
+	 * communicator here, a bit each: never given twice, as a member that
+	 * left a communicator's last call may still read this rank's area. */
+	uint8_t shm_channels_used;
+	/* Memory of this host's ranks that each maps of every other, for the
+	 * collectives over shared memory (src/coll/shmcoll.c): world rank
+	 * @rank's area on @channel (XPI_COLL_CHANNELS of XPI_COLL_AREA bytes
+	 * each), which only that rank writes; NULL if this rank cannot see
+	 * it. Set by the backend that has such memory (src/shm); NULL: none. */
+	void *(*host_area)(void *tl, int rank, unsigned channel);
+	void *host_area_tl;
 	/* The collectives in progress on this rank (src/coll/sched.c), under
 	 * comm_lock: whoever waits for one runs them all, so two ranks waiting
 	 * for different ones in different orders never wait for each other. */

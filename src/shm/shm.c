@@ -21,10 +21,29 @@
 #include "shm.h"
 #include "shm_int.h"
 
+/* The collectives' areas come last, page-aligned. */
+static size_t coll_areas_at(int nranks)
+{
+	size_t at = sizeof(struct shm_seg) + (size_t)nranks * sizeof(struct xpi_slot_ring) +
+		    (size_t)nranks * sizeof(struct shm_bulk);
+	return (at + 4095) & ~(size_t)4095;
+}
+
 size_t xpi_shm_seg_size(int nranks)
 {
-	return sizeof(struct shm_seg) + (size_t)nranks * sizeof(struct xpi_slot_ring) +
-	       (size_t)nranks * sizeof(struct shm_bulk);
+	return coll_areas_at(nranks) + (size_t)XPI_COLL_CHANNELS * XPI_COLL_AREA;
+}
+
+void *xpi_shm_coll_area(void *tl, int rank, unsigned channel)
+{
+	struct xpi_shm *s = tl;
+	xp_context_t *ctx = s->ctx;
+	if (channel >= XPI_COLL_CHANNELS || rank < 0 || rank >= ctx->size)
+		return NULL;
+	struct shm_seg *seg = rank == ctx->rank ? s->mine : s->peers[rank].seg;
+	if (seg == NULL || (rank != ctx->rank && s->peers[rank].dead))
+		return NULL;
+	return (uint8_t *)seg + coll_areas_at(ctx->size) + (size_t)channel * XPI_COLL_AREA;
 }
 
 struct shm_bulk *xpi_shm_bulk(struct shm_seg *seg, int nranks, int src)

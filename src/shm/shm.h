@@ -22,6 +22,10 @@
  * (readable once the process is gone, an unreaped zombie too), so more
  * ranks than cores still progress and a death wakes a sleeper. While it
  * polls it also checks every 100 ms that its peers' processes still exist.
+ *
+ * Each segment ends with the areas of the collectives over shared memory
+ * (ctx->host_area, src/coll/shmcoll.c), which only its rank writes and its
+ * peers read; the transport itself never touches them.
  */
 #ifndef XPI_SHM_H
 #define XPI_SHM_H

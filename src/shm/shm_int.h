@@ -13,7 +13,7 @@
 #include "../core/slot_ring.h"
 
 #define SEG_MAGIC 0x58534547u /* "XSEG" */
-#define SEG_VERSION 3u
+#define SEG_VERSION 4u
 /* Rendezvous sends a rank may have announced and not yet handed over (all
  * peers together); the state words live in its segment, 16 B each. */
 #define NRNDV 65536u
@@ -125,6 +125,8 @@ struct xpi_shm {
 size_t xpi_shm_seg_size(int nranks);
 struct shm_bulk *xpi_shm_bulk(struct shm_seg *seg, int nranks, int src);
 void xpi_shm_destroy(void *tlp);
+/* ctx->host_area: world rank @rank's collective area on @channel. */
+void *xpi_shm_coll_area(void *tl, int rank, unsigned channel);
 /* The doorbell FIFO's path beside a segment, for its creator @pid, @rank. */
 void xpi_shm_bell_path(char *out, size_t len, pid_t pid, int rank);
 

@@ -26,6 +26,10 @@
 void xpi_shm_destroy(void *tlp)
 {
 	struct xpi_shm *s = tlp;
+	if (s->ctx != NULL && s->ctx->host_area_tl == s) {
+		s->ctx->host_area = NULL;
+		s->ctx->host_area_tl = NULL;
+	}
 	for (uint32_t idx = 0; idx < NRNDV; idx++)
 		if (s->rndv_req[idx] != NULL)
 			xpi_request_put(s->rndv_req[idx]);
@@ -270,6 +274,8 @@ unlink:
 	rc = xpi_context_add_tl(ctx, &xpi_shm_ops, s);
 	if (rc < 0)
 		goto out;
+	ctx->host_area = xpi_shm_coll_area;
+	ctx->host_area_tl = s;
 	s = NULL; /* the context owns it now; the core points the peers' lanes at it */
 	rc = 0;
 out:

@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Allreduce over shared memory, when every member of a communicator is
+ * on this host and maps every other's segment (src/shm): each member
+ * writes into an area of its own segment (one channel per communicator)
+ * and reads the others' areas, with no message at all.
+ *
+ * Small vectors (up to SMALL_MAX bytes): a member copies its vector into
+ * its area and then stores the call's number in a flag word on the same
+ * cache line as the vector's first bytes (a release store: whoever sees the
+ * number sees the data), so a reader's first miss brings the flag and the
+ * data together, as NCCL's LL protocol does. Every member then reduces
+ * every member's vector, in member order, so all get the same bits. Two
+ * halves used in turn: a member writes a half again only two calls later,
+ * once every other has written the call between, which it does only after
+ * it has read the half.
+ *
+ * Large vectors go in chunks of CHUNK bytes, two buffers in turn: each
+ * member copies its chunk in and counts it (in); member i then reduces
+ * slice i of the chunk over every member's buffer and writes the result
+ * over its own slice (out); then every member copies every slice out. A
+ * buffer is written again two chunks later, after every member has
+ * counted the chunk between in, that is after it has copied out of it.
+ *
+ * Each call's header (its number, bytes, type and operator) is in the
+ * small vector's line, written for large vectors too: every member checks
+ * every other's against its own before it reads any data, so members that
+ * disagree on the count or the type fail naming the rank, whichever path
+ * each took.
+ *
+ * Only blocking calls use it (a nonblocking one may overlap another call
+ * on the communicator, and the areas hold one at a time); the members
+ * agree once, at the first, whether all of them can. A channel is never
+ * given to a second communicator (a member may still be reading an area
+ * after the communicator's last call here), so a process has
+ * XPI_COLL_CHANNELS - 1 communicators besides the world that can.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/clock.h"
+#include "../core/log.h"
+#include "coll.h"
+
+#define SMALL_MAX (16u << 10)
+#define CHUNK (128u << 10)
+
+/* One member's area on one channel; only that member writes it. */
+struct area {
+	_Alignas(64) _Atomic uint64_t in;  /* chunks copied in */
+	_Alignas(64) _Atomic uint64_t out; /* chunks whose slice this member reduced */
+	/* Every call's header, on the line where a small vector starts: the
+	 * call's number (stored last), and its bytes, type and operator,
+	 * which the others check against their own. */
+	struct {
+		_Alignas(64) _Atomic uint64_t call;
+		uint64_t what;
+		uint8_t data[SMALL_MAX];
+	} small[2];
+	_Alignas(64) uint8_t chunk[2][CHUNK];
+};
+
+_Static_assert(sizeof(struct area) <= XPI_COLL_AREA, "XPI_COLL_AREA is too small");
+
+/* Idle waiting, as the schedules': spin, yield, then short naps. */
+#define YIELD_NS (1 * 1000000)
+#define NAP_NS (20 * 1000)
+
+static void and_byte(void *acc, const void *in, size_t count, const struct xpi_combine *how)
+{
+	(void)how;
+	for (size_t i = 0; i < count; i++)
+		((uint8_t *)acc)[i] &= ((const uint8_t *)in)[i];
+}
+
+/* This rank's view: every member's area mapped, on the comm's channel. */
+static bool areas_here(xp_comm_t *comm)
+{
+	if (comm->shm_channel < 0 || comm->size < 2)
+		return false;
+	if (comm->shm_areas == NULL) {
+		comm->shm_areas = calloc((size_t)comm->size, sizeof(void *));
+		comm->shm_tmp = malloc(CHUNK > SMALL_MAX ? CHUNK : SMALL_MAX);
+		if (comm->shm_areas == NULL || comm->shm_tmp == NULL)
+			return false;
+	}
+	for (int j = 0; j < comm->size; j++) {
+		xp_context_t *ctx = comm->ctx;
+		comm->shm_areas[j] =
+			ctx->host_area == NULL ?
+				NULL :
+				ctx->host_area(ctx->host_area_tl, xpi_comm_world_rank(comm, j),
+					       (unsigned)comm->shm_channel);
+		if (comm->shm_areas[j] == NULL)
+			return false;
+	}
+	return true;
+}
+
+bool xpi_shmcoll_possible(xp_comm_t *comm)
+{
+	if (comm->shm_ok != 0)
+		return comm->shm_ok > 0;
+	return areas_here(comm);
+}
+
+int xpi_shmcoll_agree(xp_comm_t *comm)
+{
+	if (comm->shm_ok != 0)
+		return 0;
+	uint8_t ok = areas_here(comm);
+	struct xpi_sched *s = xpi_sched_new(comm, XPI_COLL_COMM, "xp_allreduce");
+	if (s == NULL)
+		return -ENOMEM;
+	s->how = (struct xpi_combine){ and_byte, 1, 0, 0 };
+	int rc = xpi_coll_go(s, xpi_build_allreduce_rd(s, &ok, 1), NULL);
+	if (rc < 0)
+		return rc;
+	comm->shm_ok = ok ? 1 : -1;
+	if (xpi_debug_on("coll"))
+		xpi_log(XPI_LOG_DEBUG, "rank %d: communicator %u: allreduce over shared memory %s",
+			comm->rank, comm->id,
+			ok ? "on (every member maps every other's area)" : "off");
+	return 0;
+}
+
+struct waiter {
+	xp_comm_t *comm;
+	const char *call;
+	int64_t deadline, idle_since;
+	unsigned spins;
+};
+
+/* Waits until member @j's word @w reaches @want. 0, or the failure
+ * naming that member (lost, or the deadline passed). */
+static int wait_for(struct waiter *wt, _Atomic uint64_t *w, uint64_t want, int j, const char *what)
+{
+	xp_context_t *ctx = wt->comm->ctx;
+	while (atomic_load_explicit(w, memory_order_acquire) < want) {
+		if (++wt->spins < 64)
+			continue;
+		wt->spins = 0;
+		xp_progress(ctx);
+		xpi_sched_advance_all(ctx);
+		const struct xpi_peer *peer = &ctx->peers[xpi_comm_world_rank(wt->comm, j)];
+		if (peer->failed != 0)
+			return xpi_fail(-EPIPE,
+					"rank %d: %s on communicator %u: rank %d of it is lost "
+					"(%s) while this rank waits for its %s; the collective "
+					"cannot complete",
+					wt->comm->rank, wt->call, wt->comm->id, j, peer->failed_why,
+					what);
+		int64_t now = xpi_now_ns();
+		if (now >= wt->deadline)
+			return xpi_fail(-ETIMEDOUT,
+					"rank %d: %s on communicator %u: timed out after %d ms "
+					"waiting for rank %d's %s over shared memory (a member not "
+					"calling the same collective?)",
+					wt->comm->rank, wt->call, wt->comm->id, ctx->cfg.timeout_ms,
+					j, what);
+		if (wt->idle_since == 0)
+			wt->idle_since = now;
+		if (now - wt->idle_since < (int64_t)ctx->spin_rounds * 50)
+			continue;
+		if (now - wt->idle_since < YIELD_NS) {
+			sched_yield();
+		} else {
+			struct timespec nap = { 0, NAP_NS };
+			nanosleep(&nap, NULL);
+		}
+	}
+	wt->idle_since = 0;
+	return 0;
+}
+
+static uint64_t what_of(size_t bytes, const struct xpi_combine *how)
+{
+	return (uint64_t)bytes << 16 | (uint64_t)(how->dtype & 0xff) << 8 |
+	       (uint64_t)(how->op & 0xff);
+}
+
+/* Waits for member @j's header of call @call (half @h) and checks it. */
+static int header_of(struct waiter *wt, int j, uint64_t call, unsigned h, uint64_t want)
+{
+	struct area *aj = wt->comm->shm_areas[j];
+	int rc = wait_for(wt, &aj->small[h].call, call, j, "vector");
+	if (rc < 0 || aj->small[h].what == want)
+		return rc;
+	uint64_t got = aj->small[h].what;
+	return xpi_fail(-EINVAL,
+			"rank %d: %s on communicator %u: rank %d gives %llu bytes of xp_dtype_t %u "
+			"(xp_op_t %u) where this rank gives %llu bytes of xp_dtype_t %u (xp_op_t "
+			"%u): the members disagree on the count, the type or the operator",
+			wt->comm->rank, wt->call, wt->comm->id, j, (unsigned long long)(got >> 16),
+			(unsigned)(got >> 8 & 0xff), (unsigned)(got & 0xff),
+			(unsigned long long)(want >> 16), (unsigned)(want >> 8 & 0xff),
+			(unsigned)(want & 0xff));
+}
+
+static int small(struct waiter *wt, void *buf, size_t bytes, size_t count,
+		 const struct xpi_combine *how, uint64_t call)
+{
+	xp_comm_t *comm = wt->comm;
+	struct area **a = (struct area **)comm->shm_areas;
+	int n = comm->size, me = comm->rank;
+	unsigned h = (unsigned)(call & 1);
+	uint64_t what = what_of(bytes, how);
+	memcpy(a[me]->small[h].data, buf, bytes);
+	a[me]->small[h].what = what;
+	atomic_store_explicit(&a[me]->small[h].call, call, memory_order_release);
+	/* Two members: acc (op) in is the same bits either way round. */
+	uint8_t *acc = n == 2 ? buf : comm->shm_tmp;
+	for (int j = 0; j < n; j++) {
+		if (j == me && n == 2)
+			continue;
+		int rc = header_of(wt, j, call, h, what);
+		if (rc < 0)
+			return rc;
+		if (j == 0 && n > 2)
+			memcpy(acc, a[0]->small[h].data, bytes);
+		else
+			how->fn(acc, a[j]->small[h].data, count, how);
+	}
+	if (acc != buf)
+		memcpy(buf, acc, bytes);
+	return 0;
+}
+
+/* Slice @j of @n of @count elements: first element and length. */
+static void slice_of(size_t count, int n, int j, size_t *first, size_t *len)
+{
+	size_t base = count / (size_t)n, extra = count % (size_t)n, jj = (size_t)j;
+	*first = jj * base + (jj < extra ? jj : extra);
+	*len = base + (jj < extra ? 1 : 0);
+}
+
+static int large(struct waiter *wt, uint8_t *buf, size_t count, const struct xpi_combine *how,
+		 uint64_t call)
+{
+	xp_comm_t *comm = wt->comm;
+	struct area **a = (struct area **)comm->shm_areas;
+	int n = comm->size, me = comm->rank;
+	size_t elem = how->elem, per = CHUNK / elem;
+	unsigned h = (unsigned)(call & 1);
+	uint64_t what = what_of(count * elem, how);
+	a[me]->small[h].what = what;
+	atomic_store_explicit(&a[me]->small[h].call, call, memory_order_release);
+	for (int j = 0; j < n; j++) {
+		int rc = j == me ? 0 : header_of(wt, j, call, h, what);
+		if (rc < 0)
+			return rc;
+	}
+	for (size_t at = 0; at < count; at += per) {
+		size_t c = count - at < per ? count - at : per, first, len;
+		uint64_t g = ++comm->shm_chunks;
+		unsigned b = (unsigned)(g & 1);
+		uint8_t *mine = a[me]->chunk[b];
+		memcpy(mine, buf + at * elem, c * elem);
+		atomic_store_explicit(&a[me]->in, g, memory_order_release);
+		slice_of(c, n, me, &first, &len);
+		uint8_t *acc = n == 2 ? mine + first * elem : comm->shm_tmp;
+		for (int j = 0; j < n; j++) {
+			if (j == me && n == 2)
+				continue;
+			int rc = wait_for(wt, &a[j]->in, g, j, "chunk");
+			if (rc < 0)
+				return rc;
+			if (len == 0)
+				continue;
+			const uint8_t *in = a[j]->chunk[b] + first * elem;
+			if (j == 0 && n > 2)
+				memcpy(acc, in, len * elem);
+			else
+				how->fn(acc, in, len, how);
+		}
+		if (acc != mine + first * elem && len > 0)
+			memcpy(mine + first * elem, acc, len * elem);
+		atomic_store_explicit(&a[me]->out, g, memory_order_release);
+		for (int j = 0; j < n; j++) {
+			int rc = j == me ? 0 : wait_for(wt, &a[j]->out, g, j, "reduced slice");
+			if (rc < 0)
+				return rc;
+			slice_of(c, n, j, &first, &len);
+			if (len > 0)
+				memcpy(buf + (at + first) * elem, a[j]->chunk[b] + first * elem,
+				       len * elem);
+		}
+	}
+	return 0;
+}
+
+int xpi_shmcoll_allreduce(xp_comm_t *comm, void *buf, size_t count, const struct xpi_combine *how,
+			  const char *call)
+{
+	struct waiter wt = {
+		.comm = comm,
+		.call = call,
+		.deadline = xpi_now_ns() + (int64_t)comm->ctx->cfg.timeout_ms * 1000000,
+	};
+	size_t bytes = count * how->elem;
+	uint64_t number = ++comm->shm_calls;
+	if (bytes <= SMALL_MAX)
+		return small(&wt, buf, bytes, count, how, number);
+	return large(&wt, buf, count, how, number);
+}
