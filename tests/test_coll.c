@@ -399,15 +399,23 @@ static void check_reductions(xp_comm_t *comm)
 						     (int)(k % (size_t)xp_comm_size(comm)));
 			}
 		}
-		/* Each algorithm asked for by the call itself, at small and ring
-		 * sizes, in place and not. */
-		for (int algo = XP_ALLREDUCE_RECURSIVE_DOUBLING; algo <= XP_ALLREDUCE_HIERARCHICAL;
-		     algo++)
+		/* Each algorithm asked for by the call itself, blocking and not,
+		 * in place and not: at fewer elements than ranks (Rabenseifner's
+		 * empty blocks, the ring's fallback) and at small and ring sizes. */
+		for (int algo = XP_ALLREDUCE_RECURSIVE_DOUBLING; algo < XP_ALLREDUCE_ALGO_COUNT;
+		     algo++) {
+			check_allreduce_with(comm, dt % 2 ? 1 : 7, (xp_dtype_t)dt, XP_SUM, algo);
 			check_allreduce_with(comm, dt % 2 ? 33 : 5003, (xp_dtype_t)dt, XP_SUM,
 					     algo);
-		/* Beyond 64 KiB: the ring (any count of ranks). */
-		check_allreduce(comm, 20011, (xp_dtype_t)dt, XP_SUM, dt % 2 == 0);
-		check_allreduce(comm, 20011, (xp_dtype_t)dt, XP_MAX, dt % 2 == 1);
+		}
+		/* Every operator on a large odd count, 5003 or 20011 by turns
+		 * (each operator gets both over the types; checking the results
+		 * costs more than the allreduces): the ring or Rabenseifner, as
+		 * the cost model (20011 elements of 4 bytes and more are beyond
+		 * 64 KiB) or XP_ALLREDUCE_ALGO says. */
+		for (int op = 0; op < XP_OP_COUNT; op++)
+			check_allreduce(comm, (dt + op) % 2 ? 5003 : 20011, (xp_dtype_t)dt,
+					(xp_op_t)op, (dt + op) % 4 < 2);
 	}
 }
 

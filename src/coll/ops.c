@@ -136,7 +136,7 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 	int rc = check_reduction(call, comm, sendbuf, recvbuf, count, dtype, op, true);
 	if (rc < 0)
 		return rc;
-	if (algo < XP_ALLREDUCE_AUTO || algo > XP_ALLREDUCE_HIERARCHICAL)
+	if (algo < XP_ALLREDUCE_AUTO || algo >= XP_ALLREDUCE_ALGO_COUNT)
 		return xpi_coll_bad(call, comm, "not an enum xp_allreduce_algo");
 	struct xpi_sched *s = xpi_sched_new(comm, XPI_COLL_ALLREDUCE, call);
 	if (s == NULL)
@@ -158,15 +158,18 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 	if (xpi_debug_on("coll"))
 		xpi_log(XPI_LOG_DEBUG,
 			"rank %d: %s of %zu B on communicator %u (%d ranks, %d hosts): %s (%s; "
-			"model: recursive doubling %.1f us, ring %.1f us, hierarchical %.1f us)",
+			"model: recursive doubling %.1f us, ring %.1f us, rabenseifner %.1f us, "
+			"hierarchical %.1f us)",
 			comm->rank, call, bytes, comm->id, comm->size, comm->nhosts,
 			xpi_allreduce_algo_name(plan.algo),
 			plan.forced ? "XP_ALLREDUCE_ALGO" : "chosen", plan.t_rd_ns / 1000,
-			plan.t_ring_ns / 1000, plan.t_hier_ns / 1000);
+			plan.t_ring_ns / 1000, plan.t_rab_ns / 1000, plan.t_hier_ns / 1000);
 	if (plan.algo == XP_ALLREDUCE_RING)
 		rc = xpi_build_allreduce_ring(s, buf, count);
 	else if (plan.algo == XP_ALLREDUCE_HIERARCHICAL)
 		rc = xpi_build_allreduce_hierarchical(s, buf, count, plan.across);
+	else if (plan.algo == XP_ALLREDUCE_RABENSEIFNER)
+		rc = xpi_build_allreduce_rabenseifner(s, buf, count);
 	else
 		rc = xpi_build_allreduce_rd(s, buf, count);
 	return xpi_coll_go(s, rc, req);
