@@ -12,10 +12,14 @@
  * N, with XP_TRANSPORTS=shm or tcp): this process is one rank and the same
  * checks run across processes.
  *
- * Inputs are small integers, so sums, products, minima and maxima are
- * exact in every type (float16 holds integers to 2048, bfloat16 to 256)
- * whatever order the algorithm combines in: the results are compared
- * exactly. Averages are not integers: compared with a tolerance of the
+ * The data-moving collectives (bcast, allgather, alltoall, gather,
+ * scatter) run in every type too, with a value for every byte of every
+ * block, compared bytewise.
+ *
+ * The reductions' inputs are small integers, so sums, products, minima
+ * and maxima are exact in every type (float16 holds integers to 2048,
+ * bfloat16 to 256) whatever order the algorithm combines in: the results
+ * are compared exactly. Averages are not integers: compared with a tolerance of the
  * type's rounding, once (float16 and bfloat16 are reduced in float32).
  */
 #include <errno.h>
@@ -268,35 +272,73 @@ static void check_reduce(xp_comm_t *comm, size_t count, xp_dtype_t dt, xp_op_t o
 	free(out);
 }
 
-static void check_bcast_allgather(xp_comm_t *comm, size_t count)
+/*
+ * The data-moving collectives carry every type as bytes. Byte @b of element @i of the block member @from gives member @to (-1:
+ * every member), in type @dt of @es bytes. Consecutive bytes differ (131
+ * is odd: 256 bytes before one repeats), and the block's members and the
+ * type shift them all, so a byte misplaced, an element of another size or
+ * a block from or for another member shows.
+ */
+static uint8_t pattern(xp_dtype_t dt, size_t es, int from, int to, size_t i, size_t b)
+{
+	return (uint8_t)((i * es + b) * 131 + (size_t)from * 37 + (size_t)(to + 1) * 59 +
+			 (size_t)dt * 17);
+}
+
+static void fill(uint8_t *buf, size_t count, xp_dtype_t dt, int from, int to)
+{
+	size_t es = xp_dtype_size(dt);
+	for (size_t i = 0; i < count; i++)
+		for (size_t b = 0; b < es; b++)
+			buf[i * es + b] = pattern(dt, es, from, to, i, b);
+}
+
+/* Fails naming @what unless @buf holds fill()'s block (@from, @to). */
+static void expect(const char *what, xp_comm_t *comm, const uint8_t *buf, size_t count,
+		   xp_dtype_t dt, int from, int to)
+{
+	size_t es = xp_dtype_size(dt);
+	for (size_t k = 0; k < count * es; k++)
+		if (buf[k] != pattern(dt, es, from, to, k / es, k % es))
+			T_FAIL("rank %d of %d: %s %s count %zu, block of %d for %d: element %zu "
+			       "byte %zu is 0x%02x, want 0x%02x",
+			       xp_comm_rank(comm), xp_comm_size(comm), what, type_names[dt], count,
+			       from, to, k / es, k % es, buf[k],
+			       pattern(dt, es, from, to, k / es, k % es));
+}
+
+static void check_bcast_allgather_of(xp_comm_t *comm, size_t count, xp_dtype_t dt)
 {
 	int n = xp_comm_size(comm), r = xp_comm_rank(comm);
-	int32_t *buf = malloc(count * 4 + 4), *all = malloc((size_t)n * count * 4 + 4);
+	size_t bytes = count * xp_dtype_size(dt);
+	uint8_t *buf = malloc(bytes + 1), *all = malloc((size_t)n * bytes + 1);
+	T_CHECK(buf != NULL && all != NULL);
 	for (int root = 0; root < n; root++) {
-		for (size_t i = 0; i < count; i++)
-			buf[i] = r == root ? (int32_t)(root * 1000 + (int)i) : -1;
-		T_OK(xp_bcast(comm, buf, count, XP_INT32, root));
-		for (size_t i = 0; i < count; i++)
-			if (buf[i] != root * 1000 + (int)i)
-				T_FAIL("rank %d: bcast from %d: element %zu is %d", r, root, i,
-				       buf[i]);
+		if (r == root)
+			fill(buf, count, dt, root, -1);
+		else
+			memset(buf, 0xff, bytes);
+		T_OK(xp_bcast(comm, buf, count, dt, root));
+		expect("bcast", comm, buf, count, dt, root, -1);
 	}
-	for (size_t i = 0; i < count; i++)
-		buf[i] = r * 100000 + (int32_t)i;
+	fill(buf, count, dt, r, -1);
 	for (int in_place = 0; in_place < 2; in_place++) {
-		memset(all, 0xff, (size_t)n * count * 4);
+		memset(all, 0xff, (size_t)n * bytes);
 		if (in_place)
-			memcpy(all + (size_t)r * count, buf, count * 4);
-		T_OK(xp_allgather(comm, in_place ? XP_IN_PLACE : buf, all, count, XP_INT32));
+			memcpy(all + (size_t)r * bytes, buf, bytes);
+		T_OK(xp_allgather(comm, in_place ? XP_IN_PLACE : buf, all, count, dt));
 		for (int q = 0; q < n; q++)
-			for (size_t i = 0; i < count; i++)
-				if (all[(size_t)q * count + i] != q * 100000 + (int32_t)i)
-					T_FAIL("rank %d: allgather%s: block %d element %zu is %d",
-					       r, in_place ? " in place" : "", q, i,
-					       all[(size_t)q * count + i]);
+			expect(in_place ? "allgather in place" : "allgather", comm,
+			       all + (size_t)q * bytes, count, dt, q, -1);
 	}
 	free(buf);
 	free(all);
+}
+
+static void check_bcast_allgather(xp_comm_t *comm, size_t count)
+{
+	for (int dt = 0; dt < XP_DTYPE_COUNT; dt++)
+		check_bcast_allgather_of(comm, count, (xp_dtype_t)dt);
 }
 
 static void check_reduce_scatter(xp_comm_t *comm, size_t count, xp_dtype_t dt, xp_op_t op,
@@ -327,60 +369,60 @@ static void check_reduce_scatter(xp_comm_t *comm, size_t count, xp_dtype_t dt, x
 	free(out);
 }
 
-/* alltoall, gather, scatter: block (from q to r) holds q * 1000 + r * 10 + i. */
-static void check_personalised(xp_comm_t *comm, size_t count)
+/* alltoall, gather, scatter: the block from q to r holds fill()'s (q, r). */
+static void check_personalised_of(xp_comm_t *comm, size_t count, xp_dtype_t dt)
 {
 	int n = xp_comm_size(comm), r = xp_comm_rank(comm);
-	size_t total = (size_t)n * count;
-	int32_t *in = malloc(total * 4 + 4), *out = malloc(total * 4 + 4);
+	size_t bytes = count * xp_dtype_size(dt), total = (size_t)n * bytes;
+	uint8_t *in = malloc(total + 1), *out = malloc(total + 1);
+	T_CHECK(in != NULL && out != NULL);
 	for (int in_place = 0; in_place < 2; in_place++) {
 		for (int q = 0; q < n; q++)
-			for (size_t i = 0; i < count; i++)
-				in[(size_t)q * count + i] = r * 1000 + q * 10 + (int32_t)i;
+			fill(in + (size_t)q * bytes, count, dt, r, q);
 		if (in_place) {
-			memcpy(out, in, total * 4);
-			T_OK(xp_alltoall(comm, XP_IN_PLACE, out, count, XP_INT32));
+			memcpy(out, in, total);
+			T_OK(xp_alltoall(comm, XP_IN_PLACE, out, count, dt));
 		} else {
-			T_OK(xp_alltoall(comm, in, out, count, XP_INT32));
+			memset(out, 0xff, total);
+			T_OK(xp_alltoall(comm, in, out, count, dt));
 		}
 		for (int q = 0; q < n; q++)
-			for (size_t i = 0; i < count; i++)
-				if (out[(size_t)q * count + i] != q * 1000 + r * 10 + (int32_t)i)
-					T_FAIL("rank %d: alltoall%s: from %d element %zu is %d", r,
-					       in_place ? " in place" : "", q, i,
-					       out[(size_t)q * count + i]);
+			expect(in_place ? "alltoall in place" : "alltoall", comm,
+			       out + (size_t)q * bytes, count, dt, q, r);
 	}
 	for (int root = 0; root < n; root++) {
-		for (size_t i = 0; i < count; i++)
-			in[i] = r * 1000 + (int32_t)i;
-		memset(out, 0xff, total * 4);
+		fill(in, count, dt, r, root);
+		memset(out, 0xff, total);
 		bool in_place = root % 2 == 1 && r == root;
 		if (in_place)
-			memcpy(out + (size_t)r * count, in, count * 4);
-		T_OK(xp_gather(comm, in_place ? XP_IN_PLACE : in, r == root ? out : NULL, count,
-			       XP_INT32, root));
+			memcpy(out + (size_t)r * bytes, in, bytes);
+		T_OK(xp_gather(comm, in_place ? XP_IN_PLACE : in, r == root ? out : NULL, count, dt,
+			       root));
 		if (r == root)
 			for (int q = 0; q < n; q++)
-				for (size_t i = 0; i < count; i++)
-					if (out[(size_t)q * count + i] != q * 1000 + (int32_t)i)
-						T_FAIL("rank %d: gather to %d: block %d is wrong",
-						       r, root, q);
+				expect(in_place ? "gather in place" : "gather", comm,
+				       out + (size_t)q * bytes, count, dt, q, root);
 		for (int q = 0; q < n; q++)
-			for (size_t i = 0; i < count; i++)
-				in[(size_t)q * count + i] = root * 1000 + q * 10 + (int32_t)i;
-		memset(out, 0xff, count * 4 + 4);
+			fill(in + (size_t)q * bytes, count, dt, root, q);
+		memset(out, 0xff, bytes + 1);
 		if (in_place) {
-			T_OK(xp_scatter(comm, in, XP_IN_PLACE, count, XP_INT32, root));
+			T_OK(xp_scatter(comm, in, XP_IN_PLACE, count, dt, root));
+			expect("scatter in place", comm, in + (size_t)r * bytes, count, dt, root,
+			       r);
 		} else {
-			T_OK(xp_scatter(comm, r == root ? in : NULL, out, count, XP_INT32, root));
-			for (size_t i = 0; i < count; i++)
-				if (out[i] != root * 1000 + r * 10 + (int32_t)i)
-					T_FAIL("rank %d: scatter from %d: element %zu is %d", r,
-					       root, i, out[i]);
+			T_OK(xp_scatter(comm, r == root ? in : NULL, out, count, dt, root));
+			expect("scatter", comm, out, count, dt, root, r);
+			T_EQ(out[bytes], 0xff); /* nothing beyond the block */
 		}
 	}
 	free(in);
 	free(out);
+}
+
+static void check_personalised(xp_comm_t *comm, size_t count)
+{
+	for (int dt = 0; dt < XP_DTYPE_COUNT; dt++)
+		check_personalised_of(comm, count, (xp_dtype_t)dt);
 }
 
 /* Every type and operator at sizes that take both algorithms. */
@@ -399,15 +441,23 @@ static void check_reductions(xp_comm_t *comm)
 						     (int)(k % (size_t)xp_comm_size(comm)));
 			}
 		}
-		/* Each algorithm asked for by the call itself, at small and ring
-		 * sizes, in place and not. */
-		for (int algo = XP_ALLREDUCE_RECURSIVE_DOUBLING; algo <= XP_ALLREDUCE_HIERARCHICAL;
-		     algo++)
+		/* Each algorithm asked for by the call itself, blocking and not,
+		 * in place and not: at fewer elements than ranks (Rabenseifner's
+		 * empty blocks, the ring's fallback) and at small and ring sizes. */
+		for (int algo = XP_ALLREDUCE_RECURSIVE_DOUBLING; algo < XP_ALLREDUCE_ALGO_COUNT;
+		     algo++) {
+			check_allreduce_with(comm, dt % 2 ? 1 : 7, (xp_dtype_t)dt, XP_SUM, algo);
 			check_allreduce_with(comm, dt % 2 ? 33 : 5003, (xp_dtype_t)dt, XP_SUM,
 					     algo);
-		/* Beyond 64 KiB: the ring (any count of ranks). */
-		check_allreduce(comm, 20011, (xp_dtype_t)dt, XP_SUM, dt % 2 == 0);
-		check_allreduce(comm, 20011, (xp_dtype_t)dt, XP_MAX, dt % 2 == 1);
+		}
+		/* Every operator on a large odd count, 5003 or 20011 by turns
+		 * (each operator gets both over the types; checking the results
+		 * costs more than the allreduces): the ring or Rabenseifner, as
+		 * the cost model (20011 elements of 4 bytes and more are beyond
+		 * 64 KiB) or XP_ALLREDUCE_ALGO says. */
+		for (int op = 0; op < XP_OP_COUNT; op++)
+			check_allreduce(comm, (dt + op) % 2 ? 5003 : 20011, (xp_dtype_t)dt,
+					(xp_op_t)op, (dt + op) % 4 < 2);
 	}
 }
 

@@ -77,6 +77,9 @@ static void test_bad_environment(void)
 	static const struct env_case cases[] = {
 		{ "XP_LOG_LEVEL", "verbose", { "none, error, warn, info, debug" } },
 		{ "XP_TCP_ZC", "yes", { "auto, off, on" } },
+		{ "XP_ALLREDUCE_ALGO",
+		  "butterfly",
+		  { "auto, recursive_doubling, ring, hierarchical, rabenseifner" } },
 		{ "XP_DEBUG",
 		  "everything",
 		  { "'everything'", "all, match, proto, pool, transport" } },
@@ -148,6 +151,7 @@ static void test_accepted_environment(void)
 		{ "XP_SHM_CMA_MIN", "256k" },       { "XP_HUGEPAGES", "Off" },
 		{ "XP_THREAD_MODE", "serialized" }, { "XP_TRANSPORTS", "shm" },
 		{ "XP_TRANSPORTS", "tcp, shm" },    { "XP_SOCKET_IFNAME", "lo" },
+		{ "XP_ALLREDUCE_ALGO", "ring" },    { "XP_ALLREDUCE_ALGO", "rabenseifner" },
 	};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		clear_env();

@@ -90,9 +90,12 @@ enum xp_allreduce_algo {
 	XP_ALLREDUCE_RECURSIVE_DOUBLING = 1, /* log2(p) exchanges of the whole vector */
 	XP_ALLREDUCE_RING = 2,               /* reduce-scatter and allgather around a ring */
 	XP_ALLREDUCE_HIERARCHICAL = 3,       /* within each host, across hosts' leaders, back */
+	/* Reduce-scatter by recursive halving, allgather by recursive doubling. */
+	XP_ALLREDUCE_RABENSEIFNER = 4,
 	/* Every member on one host: vectors exchanged through shared memory,
 	 * no messages (blocking calls; others fall back to the cost model's). */
 	XP_ALLREDUCE_SHARED_MEMORY = 5,
+	XP_ALLREDUCE_ALGO_COUNT /* one past the last: new values go above */
 };
 
 enum xp_log_level {
@@ -163,8 +166,8 @@ typedef struct xp_config {
 	 * match,proto,pool,transport,coll; XP_DEBUG; NULL: none. Process-wide
 	 * like log_level. */
 	const char *debug;
-	/* enum xp_allreduce_algo;
-	 * XP_ALLREDUCE_ALGO=auto|recursive_doubling|ring|hierarchical. */
+	/* enum xp_allreduce_algo; XP_ALLREDUCE_ALGO=auto|recursive_doubling|
+	 * ring|hierarchical|rabenseifner|shared_memory. */
 	int allreduce_algo;
 	/* The host this rank says it is on, instead of the one it finds
 	 * (boot id and namespaces): ranks that give the same text count as
@@ -639,7 +642,7 @@ int xp_allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t cou
  * Which algorithm xp_allreduce would use for @count elements of @dtype on
  * @comm (the cost model's choice, or XP_ALLREDUCE_ALGO): returns the enum
  * xp_allreduce_algo value (> 0) and *@name ("recursive_doubling", "ring",
- * "hierarchical"), or -EINVAL. Local: sends nothing.
+ * "hierarchical", "rabenseifner", "shared_memory"), or -EINVAL. Local: sends nothing.
  */
 int xp_allreduce_algo_get(xp_comm_t *comm, size_t count, xp_dtype_t dtype, const char **name);
 
@@ -648,7 +651,8 @@ int xp_allreduce_algo_get(xp_comm_t *comm, size_t count, xp_dtype_t dtype, const
  * xp_allreduce_algo) chosen by the program, over XP_ALLREDUCE_ALGO and
  * the cost model; XP_ALLREDUCE_AUTO: as without. Every member must pass
  * the same. The ring needs a block per rank: with fewer elements than
- * ranks it runs as recursive doubling. -EINVAL for another value.
+ * ranks it runs as recursive doubling (Rabenseifner's runs with any
+ * count). -EINVAL for another value.
  */
 int xp_allreduce_with(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
 		      xp_dtype_t dtype, xp_op_t op, int algo);

@@ -18,54 +18,32 @@ int xpi_coll_go(struct xpi_sched *s, int rc, xp_request_t **req)
 }
 
 /*
- * For any p: with pof2 the largest power of two <= p and rem = p - pof2,
- * the first 2*rem members pair up (even into odd) before and after, so the
- * doubling runs between pof2 of them. Latency: 2 + log2(pof2) messages of
- * the whole vector; the choice for small messages.
+ * For any p, folded onto a power of two (fold.c), so the doubling runs
+ * between pof2 of them. Latency: 2 + log2(pof2) messages of the whole
+ * vector; the choice for small messages.
  */
 int xpi_build_allreduce_rd(struct xpi_sched *s, void *buf, size_t count)
 {
-	int p = s->gsize, r = s->grank;
 	size_t bytes = count * s->how.elem;
-	if (p == 1 || count == 0)
+	if (s->gsize == 1 || count == 0)
 		return 0;
+	struct xpi_fold f;
+	xpi_fold_init(&f, s->gsize, s->grank);
 	/* One scratch vector: a step is posted only once the reduction of the
 	 * step before it has read it. */
-	int pof2 = 1;
-	while (pof2 * 2 <= p)
-		pof2 *= 2;
 	uint8_t *tmp = xpi_sched_scratch(s, bytes);
 	if (tmp == NULL)
 		return -ENOMEM;
-	int rem = p - pof2, newrank, rc = 0;
-	if (r < 2 * rem) {
-		if (r % 2 == 0) {
-			rc = xpi_sched_sendrecv(s, 0, r + 1, buf, bytes, -1, NULL, 0);
-			newrank = -1;
-		} else {
-			rc = xpi_sched_sendrecv(s, 0, -1, NULL, 0, r - 1, tmp, bytes);
-			if (rc == 0)
-				xpi_sched_combine(s, buf, tmp, count);
-			newrank = r / 2;
-		}
-	} else {
-		newrank = r - rem;
-	}
+	int rc = xpi_build_fold_in(s, &f, buf, tmp, count);
 	unsigned step = 1;
-	for (int mask = 1; rc == 0 && newrank >= 0 && mask < pof2; mask <<= 1, step++) {
-		int pnew = newrank ^ mask;
-		int partner = pnew < rem ? pnew * 2 + 1 : pnew + rem;
+	for (int mask = 1; rc == 0 && f.newrank >= 0 && mask < f.pof2; mask <<= 1, step++) {
+		int partner = xpi_fold_member(&f, f.newrank ^ mask);
 		rc = xpi_sched_sendrecv(s, step, partner, buf, bytes, partner, tmp, bytes);
 		if (rc == 0)
 			xpi_sched_combine(s, buf, tmp, count);
 	}
-	/* The unfold's tag, whatever the number of doubling steps. */
-	if (rc == 0 && r < 2 * rem) {
-		if (r % 2 == 1)
-			rc = xpi_sched_sendrecv(s, 64, r - 1, buf, bytes, -1, NULL, 0);
-		else
-			rc = xpi_sched_sendrecv(s, 64, -1, NULL, 0, r + 1, buf, bytes);
-	}
+	if (rc == 0)
+		rc = xpi_build_fold_out(s, &f, buf, count);
 	return rc;
 }
 

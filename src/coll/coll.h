@@ -21,18 +21,43 @@
 /* Recursive doubling for any p (the extra ranks fold in first and get the
  * result last): log2 p whole vectors; for small vectors. */
 int xpi_build_allreduce_rd(struct xpi_sched *s, void *buf, size_t count);
+/* Rabenseifner's, for any p (folded as recursive doubling): a
+ * reduce-scatter by recursive halving, then an allgather by recursive
+ * doubling, 2 log2 p steps moving 2(p-1)/p of the vector; any count (with
+ * fewer elements than the power of two some blocks are empty). */
+int xpi_build_allreduce_rabenseifner(struct xpi_sched *s, void *buf, size_t count);
 /* Ring: reduce-scatter then allgather, 2(p-1) steps of 1/p of the vector
  * each; bandwidth-optimal, for large vectors. */
 int xpi_build_allreduce_ring(struct xpi_sched *s, void *buf, size_t count);
 /* The ring's first half on size blocks of @block elements: afterwards
  * block r of @buf is complete at member r. */
 int xpi_build_reduce_scatter_ring(struct xpi_sched *s, void *buf, size_t block);
+/* The fold onto a power of two (fold.c) that recursive doubling and
+ * Rabenseifner share: pof2 members take part, index newrank (-1: this
+ * member only gives its vector at the start and gets the result at the
+ * end). */
+struct xpi_fold {
+	int pof2, rem; /* the largest power of two <= p; p - pof2 */
+	int rank;      /* this member's index in the group */
+	int newrank;   /* its index among the pof2, or -1 */
+};
+void xpi_fold_init(struct xpi_fold *f, int p, int r);
+/* The group member that takes part as folded index @newrank. */
+int xpi_fold_member(const struct xpi_fold *f, int newrank);
+/* Step 0: the even members of the first 2 rem give their @count elements
+ * at @buf to the odd ones, which reduce them into theirs via @tmp (@count
+ * elements of scratch). Nothing for the others. */
+int xpi_build_fold_in(struct xpi_sched *s, const struct xpi_fold *f, void *buf, void *tmp,
+		      size_t count);
+/* The last step (step 64): the odd ones give the result back. */
+int xpi_build_fold_out(struct xpi_sched *s, const struct xpi_fold *f, void *buf, size_t count);
 /* Binomial trees rooted at member @root: a broadcast of @bytes, and a
  * reduction whose result only the root keeps. */
 int xpi_build_bcast_binomial(struct xpi_sched *s, void *buf, size_t bytes, int root);
 int xpi_build_reduce_binomial(struct xpi_sched *s, void *buf, size_t count, int root);
 /* Within each host to its leader, between the leaders with @across
- * (XP_ALLREDUCE_RECURSIVE_DOUBLING or _RING), back within each host. */
+ * (XP_ALLREDUCE_RECURSIVE_DOUBLING, _RING or _RABENSEIFNER), back within
+ * each host. */
 int xpi_build_allreduce_hierarchical(struct xpi_sched *s, void *buf, size_t count, int across);
 
 /* Allreduce over shared memory (shmcoll.c), for blocking calls on a
@@ -52,7 +77,7 @@ struct xpi_allreduce_plan {
 	int across; /* hierarchical: the algorithm between the hosts' leaders */
 	bool forced;
 	/* Infinite where it does not apply. */
-	double t_rd_ns, t_ring_ns, t_hier_ns, t_shm_ns;
+	double t_rd_ns, t_ring_ns, t_rab_ns, t_hier_ns, t_shm_ns;
 };
 /* @blocking: shared memory is an option (xpi_shmcoll_possible). */
 void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count, bool blocking,

@@ -8,8 +8,11 @@
  *   recursive doubling  (ceil(log2 p) + 2 if p is no power of two) (a + n b)
  *                       + ceil(log2 p) n g
  *   ring                2 (p - 1) (a + n b / p) + (p - 1) n g / p
+ *   Rabenseifner        2 sum_{k=1..log2 q} (a + n b / 2^k) + (q - 1) n g / q
+ *                       + 2 (a + n b) + n g if p is no power of two
+ *                       (q the largest power of two <= p)
  *   hierarchical        2 ceil(log2 l) (a' + n b') + ceil(log2 l) n g   within a host of l
- *                       + the better of the two above over the h leaders, across hosts
+ *                       + the best of the three above over the h leaders, across hosts
  *
  * with a and b the slowest link of the group (across hosts if it spans
  * them) plus a step's own cost, a' and b' the slowest within a host, and g
@@ -26,6 +29,19 @@
  * recursive doubling up to 64 KiB at 2 ranks and the ring from 256 KiB
  * (measured: doubling 12% and 4% faster at 16 and 64 KiB, the two equal
  * at 256 KiB, the ring 28% faster at 1 MiB and 21% at 4 MiB).
+ *
+ * Rabenseifner's moves the ring's bytes in 2 log2 q steps instead of 2 (p
+ * - 1): at 2 ranks the two are the same exchange (equal estimates; the
+ * ring, measured, stays), at 4 and 8 it is cheaper than the ring at every
+ * size, and where p is no power of two its fold (two whole vectors more)
+ * leaves large vectors to the ring. With these constants, for 1 KiB to 16
+ * MiB over shm (150 ns, 12 GB/s; xp_allreduce_algo_get under xprun -n p):
+ *   2 ranks  recursive doubling to 64 KiB, the ring from 128 KiB
+ *   4 ranks  recursive doubling to 16 KiB, Rabenseifner from 32 KiB
+ *   8 ranks  recursive doubling to 16 KiB, Rabenseifner from 32 KiB
+ * (in-process ranks, 300 ns and 20 GB/s: the same at 2 ranks, Rabenseifner
+ * from 64 KiB at 4 and from 32 KiB at 8; 5 and 6 ranks over shm: the ring
+ * from 32 KiB). Rabenseifner's against the others is not measured yet.
  */
 #define STEP_NS 1000.0
 /* Shared memory: vectors up to this go whole, larger in chunks copied in
@@ -63,13 +79,21 @@ static int ceil_log2(int p)
 	return k;
 }
 
+/* The largest power of two <= @p, onto which recursive doubling and
+ * Rabenseifner fold. */
+static int floor_pof2(int p)
+{
+	int pof2 = 1;
+	while (pof2 * 2 <= p)
+		pof2 *= 2;
+	return pof2;
+}
+
 static double t_rd(int p, uint32_t lat, uint32_t bw, double n)
 {
 	if (p <= 1)
 		return 0;
-	int pof2 = 1;
-	while (pof2 * 2 <= p)
-		pof2 *= 2;
+	int pof2 = floor_pof2(p);
 	return (ceil_log2(pof2) + (pof2 != p ? 2 : 0)) * link_ns(lat, bw, n) +
 	       (ceil_log2(pof2) + (pof2 != p ? 1 : 0)) * reduce_ns(n);
 }
@@ -79,6 +103,21 @@ static double t_ring(int p, uint32_t lat, uint32_t bw, double n)
 	if (p <= 1)
 		return 0;
 	return 2.0 * (p - 1) * link_ns(lat, bw, n / p) + (p - 1) * reduce_ns(n) / p;
+}
+
+static double t_rab(int p, uint32_t lat, uint32_t bw, double n)
+{
+	if (p <= 1)
+		return 0;
+	int pof2 = floor_pof2(p);
+	/* Halving and doubling: n/2, n/4, ... n/pof2 each way. */
+	double t = 0;
+	for (int part = 2; part <= pof2; part *= 2)
+		t += 2.0 * link_ns(lat, bw, n / part);
+	t += (pof2 - 1) * reduce_ns(n) / pof2;
+	if (pof2 != p)
+		t += 2.0 * link_ns(lat, bw, n) + reduce_ns(n);
+	return t;
 }
 
 /* The figures of @comm's members, found once. */
@@ -151,6 +190,8 @@ const char *xpi_allreduce_algo_name(int algo)
 		return "ring";
 	case XP_ALLREDUCE_HIERARCHICAL:
 		return "hierarchical";
+	case XP_ALLREDUCE_RABENSEIFNER:
+		return "rabenseifner";
 	case XP_ALLREDUCE_SHARED_MEMORY:
 		return "shared_memory";
 	default:
@@ -167,16 +208,40 @@ static double t_shm(int p, uint32_t lat, double n)
 	return 2.0 * lat + 2 * shm_copy_ns(n) + (p - 1) * reduce_ns(n) / p;
 }
 
+/* The algorithms that run over the whole group (not hierarchical) at @p
+ * members: each one's time and, returned, the fastest (on a tie the
+ * earlier of recursive doubling, ring, Rabenseifner: at 2 ranks the ring
+ * and Rabenseifner are the same exchange). */
+static int fastest_flat(int p, uint32_t lat, uint32_t bw, double n, size_t count, double *rd,
+			double *ring, double *rab, double *best)
+{
+	*rd = t_rd(p, lat, bw, n);
+	/* The ring needs a block per rank; Rabenseifner runs with fewer
+	 * elements than blocks, but not as the model counts it. */
+	*ring = count >= (size_t)p ? t_ring(p, lat, bw, n) : INFINITY;
+	*rab = count >= (size_t)floor_pof2(p) ? t_rab(p, lat, bw, n) : INFINITY;
+	int algo = XP_ALLREDUCE_RECURSIVE_DOUBLING;
+	*best = *rd;
+	if (*ring < *best) {
+		*best = *ring;
+		algo = XP_ALLREDUCE_RING;
+	}
+	if (*rab < *best) {
+		*best = *rab;
+		algo = XP_ALLREDUCE_RABENSEIFNER;
+	}
+	return algo;
+}
+
 void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count, bool blocking,
 			  struct xpi_allreduce_plan *plan)
 {
 	if (!comm->cost_known)
 		learn(comm);
-	double n = (double)bytes;
+	double n = (double)bytes, best;
 	int p = comm->size;
-	plan->t_rd_ns = t_rd(p, comm->lat_all, comm->bw_all, n);
-	/* The ring needs a block per rank. */
-	plan->t_ring_ns = count >= (size_t)p ? t_ring(p, comm->lat_all, comm->bw_all, n) : INFINITY;
+	int flat = fastest_flat(p, comm->lat_all, comm->bw_all, n, count, &plan->t_rd_ns,
+				&plan->t_ring_ns, &plan->t_rab_ns, &best);
 	plan->t_hier_ns = INFINITY;
 	plan->t_shm_ns = blocking && p > 1 && count > 0 && xpi_shmcoll_possible(comm) ?
 				 t_shm(p, comm->lat_intra, n) :
@@ -185,17 +250,12 @@ void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count, bool bloc
 	/* Hierarchical: only when some host has several ranks and there are
 	 * several hosts. */
 	if (comm->nhosts > 1 && comm->max_per_host > 1) {
-		int h = comm->nhosts;
-		double across_rd = t_rd(h, comm->lat_inter, comm->bw_inter, n);
-		double across_ring = count >= (size_t)h ?
-					     t_ring(h, comm->lat_inter, comm->bw_inter, n) :
-					     INFINITY;
-		plan->across = across_ring < across_rd ? XP_ALLREDUCE_RING :
-							 XP_ALLREDUCE_RECURSIVE_DOUBLING;
+		double rd, ring, rab, across;
+		plan->across = fastest_flat(comm->nhosts, comm->lat_inter, comm->bw_inter, n, count,
+					    &rd, &ring, &rab, &across);
 		int levels = ceil_log2(comm->max_per_host);
 		plan->t_hier_ns = 2.0 * levels * link_ns(comm->lat_intra, comm->bw_intra, n) +
-				  levels * reduce_ns(n) +
-				  (across_ring < across_rd ? across_ring : across_rd);
+				  levels * reduce_ns(n) + across;
 	}
 	int forced = comm->ctx->cfg.allreduce_algo;
 	plan->forced = forced != XP_ALLREDUCE_AUTO;
@@ -209,16 +269,7 @@ void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count, bool bloc
 		else
 			return;
 	}
-	plan->algo = XP_ALLREDUCE_RECURSIVE_DOUBLING;
-	double best = plan->t_rd_ns;
-	if (plan->t_ring_ns < best) {
-		best = plan->t_ring_ns;
-		plan->algo = XP_ALLREDUCE_RING;
-	}
-	if (plan->t_hier_ns < best) {
-		best = plan->t_hier_ns;
-		plan->algo = XP_ALLREDUCE_HIERARCHICAL;
-	}
-	if (plan->t_shm_ns < best)
+	plan->algo = plan->t_hier_ns < best ? XP_ALLREDUCE_HIERARCHICAL : flat;
+	if (plan->t_shm_ns < (plan->t_hier_ns < best ? plan->t_hier_ns : best))
 		plan->algo = XP_ALLREDUCE_SHARED_MEMORY;
 }

@@ -52,6 +52,8 @@ int xpi_build_allreduce_hierarchical(struct xpi_sched *c, void *buf, size_t coun
 		xpi_sched_group(c, leaders, nleaders, myleader, PHASE_STEPS);
 		if (across == XP_ALLREDUCE_RING)
 			rc = xpi_build_allreduce_ring(c, buf, count);
+		else if (across == XP_ALLREDUCE_RABENSEIFNER)
+			rc = xpi_build_allreduce_rabenseifner(c, buf, count);
 		else
 			rc = xpi_build_allreduce_rd(c, buf, count);
 	}

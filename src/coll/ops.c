@@ -137,7 +137,7 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 	int rc = check_reduction(call, comm, sendbuf, recvbuf, count, dtype, op, true);
 	if (rc < 0)
 		return rc;
-	if (algo < XP_ALLREDUCE_AUTO || algo > XP_ALLREDUCE_SHARED_MEMORY || algo == 4)
+	if (algo < XP_ALLREDUCE_AUTO || algo >= XP_ALLREDUCE_ALGO_COUNT)
 		return xpi_coll_bad(call, comm, "not an enum xp_allreduce_algo");
 	/* Whether every member can allreduce over shared memory: asked once,
 	 * by the first blocking call that might (each member decides alike). */
@@ -172,12 +172,13 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 	if (xpi_debug_on("coll"))
 		xpi_log(XPI_LOG_DEBUG,
 			"rank %d: %s of %zu B on communicator %u (%d ranks, %d hosts): %s (%s; "
-			"model: recursive doubling %.1f us, ring %.1f us, hierarchical %.1f us, "
-			"shared memory %.1f us)",
+			"model: recursive doubling %.1f us, ring %.1f us, rabenseifner %.1f us, "
+			"hierarchical %.1f us, shared memory %.1f us)",
 			comm->rank, call, bytes, comm->id, comm->size, comm->nhosts,
 			xpi_allreduce_algo_name(plan.algo),
 			plan.forced ? "XP_ALLREDUCE_ALGO" : "chosen", plan.t_rd_ns / 1000,
-			plan.t_ring_ns / 1000, plan.t_hier_ns / 1000, plan.t_shm_ns / 1000);
+			plan.t_ring_ns / 1000, plan.t_rab_ns / 1000, plan.t_hier_ns / 1000,
+			plan.t_shm_ns / 1000);
 	if (plan.algo == XP_ALLREDUCE_SHARED_MEMORY) {
 		rc = xpi_shmcoll_allreduce(comm, buf, count, &s->how, call);
 		if (rc == 0)
@@ -189,6 +190,8 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 		rc = xpi_build_allreduce_ring(s, buf, count);
 	else if (plan.algo == XP_ALLREDUCE_HIERARCHICAL)
 		rc = xpi_build_allreduce_hierarchical(s, buf, count, plan.across);
+	else if (plan.algo == XP_ALLREDUCE_RABENSEIFNER)
+		rc = xpi_build_allreduce_rabenseifner(s, buf, count);
 	else
 		rc = xpi_build_allreduce_rd(s, buf, count);
 	return xpi_coll_go(s, rc, req);

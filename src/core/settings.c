@@ -19,8 +19,12 @@ static const char *const zc_names[] = { "auto", "off", "on", NULL };
 static const char *const level_names[] = { "none", "error", "warn", "info", "debug", NULL };
 /* XP_DEBUG's subsystems; "all" is accepted besides. */
 static const char *const debug_names[] = { "match", "proto", "pool", "transport", "coll", NULL };
-static const char *const allreduce_names[] = { "auto", "recursive_doubling", "ring", "hierarchical",
-					       NULL };
+static const char *const allreduce_names[] = {
+	"auto", "recursive_doubling", "ring", "hierarchical", "rabenseifner", "shared_memory", NULL
+};
+/* A name for every enum xp_allreduce_algo value, in order. */
+_Static_assert(sizeof(allreduce_names) / sizeof(allreduce_names[0]) == XP_ALLREDUCE_ALGO_COUNT + 1,
+	       "allreduce_names: one name per enum xp_allreduce_algo value");
 
 #define F(name) offsetof(xp_config_t, name)
 
