@@ -48,14 +48,12 @@
  * and out at this cost a byte (shmcoll.c). */
 #define SHM_SMALL_MAX (16.0 * 1024)
 
-/* A byte copied in or out (twice, for large vectors): cheap while the
- * chunks stay in cache, dear beyond, where the ring's fewer passes over
- * memory win (measured at 2 ranks: shared memory 30% faster at 1 MiB,
- * even at 4 MiB, half the ring's speed at 16 MiB). */
-static double shm_copy_ns(double bytes)
-{
-	return bytes * (bytes <= 1024 * 1024.0 ? 0.03 : 0.1);
-}
+/* Large vectors over shared memory: what a byte of the vector costs at 2
+ * ranks, copies and the half reduction together (measured here, xprun -n
+ * 2 xport-perf allreduce: 73 us at 1 MiB, 400 us at 4 MiB, 4.2 ms at
+ * 16 MiB, against the ring's 235 us, 800 us and 5.6 ms); a member
+ * reduces 1/p and copies in and out (p-1)/p of the vector. */
+#define SHM_BYTE_NS 0.07
 
 static double reduce_ns(double bytes)
 {
@@ -205,7 +203,7 @@ static double t_shm(int p, uint32_t lat, double n)
 {
 	if (n <= SHM_SMALL_MAX)
 		return 2.0 * lat + (p - 1) * reduce_ns(n);
-	return 2.0 * lat + 2 * shm_copy_ns(n) + (p - 1) * reduce_ns(n) / p;
+	return 2.0 * lat + n * SHM_BYTE_NS * 2.0 * (p - 1) / p;
 }
 
 /* The algorithms that run over the whole group (not hierarchical) at @p

@@ -16,11 +16,13 @@
  * it has read the half.
  *
  * Large vectors go in chunks of CHUNK bytes, two buffers in turn: each
- * member copies its chunk in and counts it (in); member i then reduces
- * slice i of the chunk over every member's buffer and writes the result
- * over its own slice (out); then every member copies every slice out. A
- * buffer is written again two chunks later, after every member has
- * counted the chunk between in, that is after it has copied out of it.
+ * member copies in the slices of its chunk that the others reduce, and
+ * counts the chunk (in); member i then reduces slice i over every
+ * member's buffer and its own vector, in its vector, copies the result to
+ * its buffer's slice i and counts it (out); then every member copies the
+ * others' slices out. A buffer is written again two chunks later, after
+ * every member has counted the chunk between in, that is after it has
+ * copied out of it.
  *
  * Each call's header (its number, bytes, type and operator) is in the
  * small vector's line, written for large vectors too: every member checks
@@ -43,11 +45,12 @@
 #include <time.h>
 
 #include "../core/clock.h"
+#include "../core/compiler.h"
 #include "../core/log.h"
 #include "coll.h"
 
 #define SMALL_MAX (16u << 10)
-#define CHUNK (128u << 10)
+#define CHUNK (1024u << 10)
 
 /* One member's area on one channel; only that member writes it. */
 struct area {
@@ -69,6 +72,9 @@ _Static_assert(sizeof(struct area) <= XPI_COLL_AREA, "XPI_COLL_AREA is too small
 /* Idle waiting, as the schedules': spin, yield, then short naps. */
 #define YIELD_NS (1 * 1000000)
 #define NAP_NS (20 * 1000)
+#ifndef SPINS_PER_LOOK
+#define SPINS_PER_LOOK 16
+#endif
 
 static void and_byte(void *acc, const void *in, size_t count, const struct xpi_combine *how)
 {
@@ -141,7 +147,8 @@ static int wait_for(struct waiter *wt, _Atomic uint64_t *w, uint64_t want, int j
 {
 	xp_context_t *ctx = wt->comm->ctx;
 	while (atomic_load_explicit(w, memory_order_acquire) < want) {
-		if (++wt->spins < 64)
+		xpi_cpu_relax();
+		if (++wt->spins < SPINS_PER_LOOK)
 			continue;
 		wt->spins = 0;
 		xp_progress(ctx);
@@ -258,36 +265,47 @@ static int large(struct waiter *wt, uint8_t *buf, size_t count, const struct xpi
 		size_t c = count - at < per ? count - at : per, first, len;
 		uint64_t g = ++comm->shm_chunks;
 		unsigned b = (unsigned)(g & 1);
-		uint8_t *mine = a[me]->chunk[b];
-		memcpy(mine, buf + at * elem, c * elem);
-		atomic_store_explicit(&a[me]->in, g, memory_order_release);
+		uint8_t *mine = a[me]->chunk[b], *src = buf + at * elem;
 		slice_of(c, n, me, &first, &len);
-		uint8_t *acc = n == 2 ? mine + first * elem : comm->shm_tmp;
+		uint8_t *res = src + first * elem;
+		/* In: the others' slices only; this member reduces its own from
+		 * the program's vector. */
+		memcpy(mine, src, first * elem);
+		memcpy(mine + (first + len) * elem, res + len * elem, (c - first - len) * elem);
+		atomic_store_explicit(&a[me]->in, g, memory_order_release);
+		/* In member order, so that a slice is the same bits whoever
+		 * reduces it (two members: acc (op) in either way round). */
+		uint8_t *acc = n == 2 ? res : comm->shm_tmp;
 		for (int j = 0; j < n; j++) {
+			const uint8_t *in = res;
 			if (j == me && n == 2)
 				continue;
-			int rc = wait_for(wt, &a[j]->in, g, j, "chunk");
-			if (rc < 0)
-				return rc;
+			if (j != me) {
+				int rc = wait_for(wt, &a[j]->in, g, j, "chunk");
+				if (rc < 0)
+					return rc;
+				in = a[j]->chunk[b] + first * elem;
+			}
 			if (len == 0)
 				continue;
-			const uint8_t *in = a[j]->chunk[b] + first * elem;
 			if (j == 0 && n > 2)
 				memcpy(acc, in, len * elem);
 			else
 				how->fn(acc, in, len, how);
 		}
-		if (acc != mine + first * elem && len > 0)
-			memcpy(mine + first * elem, acc, len * elem);
+		if (acc != res && len > 0)
+			memcpy(res, acc, len * elem);
+		/* Out: the reduced slice where the others copy it from. */
+		memcpy(mine + first * elem, res, len * elem);
 		atomic_store_explicit(&a[me]->out, g, memory_order_release);
 		for (int j = 0; j < n; j++) {
-			int rc = j == me ? 0 : wait_for(wt, &a[j]->out, g, j, "reduced slice");
+			if (j == me)
+				continue;
+			int rc = wait_for(wt, &a[j]->out, g, j, "reduced slice");
 			if (rc < 0)
 				return rc;
 			slice_of(c, n, j, &first, &len);
-			if (len > 0)
-				memcpy(buf + (at + first) * elem, a[j]->chunk[b] + first * elem,
-				       len * elem);
+			memcpy(src + first * elem, a[j]->chunk[b] + first * elem, len * elem);
 		}
 	}
 	return 0;

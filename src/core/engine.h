@@ -185,7 +185,7 @@ struct xp_mem {
  */
 #define XPI_COMM_IDS 4096 /* ids 0 to 4095: 2048 communicators at once */
 #define XPI_COLL_CHANNELS 8u
-#define XPI_COLL_AREA (320u << 10)
+#define XPI_COLL_AREA (2176u << 10)
 
 struct xp_comm {
 	xp_context_t *ctx;
