@@ -159,12 +159,15 @@ static void learn(xp_comm_t *comm)
 }
 
 /*
- * A segment moves 16 times what a step's fixed cost (its own and the
- * link's latency) would move in the same time, so that the fixed cost is
- * about 6% of the segment's time: about 220 KB over shm's declared
- * figures, 380 KB over TCP's; never below 64 KiB nor above 1 MiB, where
- * the segments being reduced would leave the cache. XP_COLL_SEGMENT, if
- * set, wins.
+ * A segment moves 64 times what a step's fixed cost (its own and the
+ * link's latency) would move in the same time: about 880 KB over shm's
+ * declared figures, 1.5 MB over TCP's; never below 64 KiB nor above 1 MiB.
+ * A rendezvous message's real fixed cost is a round trip or two more than
+ * the declared latency: with 16 times (380 KB over TCP), 1 MiB vectors
+ * over TCP at 2 ranks took 440 us against 280-310 us unsegmented, while
+ * 16 MiB ones gain from 1 MiB segments (11.2 ms, against 17.3 ms in
+ * 4 MiB ones); interleaved runs, medians of 5. XP_COLL_SEGMENT, if set,
+ * wins.
  */
 size_t xpi_coll_segment_bytes(xp_comm_t *comm)
 {
@@ -173,7 +176,7 @@ size_t xpi_coll_segment_bytes(xp_comm_t *comm)
 	if (!comm->cost_known)
 		learn(comm);
 	double fixed_ns = STEP_NS + (double)comm->lat_all;
-	double bytes = 16.0 * fixed_ns * (double)comm->bw_all / 1000.0; /* bw: 10^6 B/s */
+	double bytes = 64.0 * fixed_ns * (double)comm->bw_all / 1000.0; /* bw: 10^6 B/s */
 	if (bytes < 64.0 * 1024)
 		return 64 * 1024;
 	if (bytes > 1024.0 * 1024)
