@@ -459,6 +459,10 @@ static void check_reductions(xp_comm_t *comm)
 			check_allreduce(comm, (dt + op) % 2 ? 5003 : 20011, (xp_dtype_t)dt,
 					(xp_op_t)op, (dt + op) % 4 < 2);
 	}
+	/* Several of shared memory's 1 MiB chunks, the last one short; many
+	 * ring segments. */
+	check_allreduce(comm, 300007, XP_FLOAT64, XP_SUM, false);
+	check_allreduce(comm, 300007, XP_INT32, XP_MAX, true);
 }
 
 /* Split by parity, ordered by descending old rank (key = -rank). */
