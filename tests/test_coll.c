@@ -640,6 +640,42 @@ static void check_nonblocking(xp_comm_t *world)
 	xp_comm_free(dup);
 }
 
+/*
+ * Communicators made and freed many times over (more than the
+ * shared-memory channels a rank has): each gets what the world gets
+ * (shared memory on one host, whatever the model says elsewhere) and
+ * right results, small and in chunks, while the one before it may still
+ * be read by a slower member.
+ */
+static void check_comm_churn(xp_comm_t *world)
+{
+	int n = xp_comm_size(world), r = xp_comm_rank(world);
+	const char *world_algo = "", *algo = "";
+	T_CHECK(xp_allreduce_algo_get(world, 3, XP_INT64, &world_algo) > 0);
+	size_t big = 300007;
+	int64_t *v = malloc(big * sizeof(int64_t));
+	for (int round = 0; round < 20; round++) {
+		xp_comm_t *c;
+		T_OK(xp_comm_dup(world, &c));
+		size_t count = round % 2 ? big : 3;
+		for (size_t i = 0; i < count; i++)
+			v[i] = (int64_t)(r + round) * (int64_t)(i + 1);
+		T_OK(xp_allreduce(c, XP_IN_PLACE, v, count, XP_INT64, XP_SUM));
+		int64_t sum_r = (int64_t)n * (n - 1) / 2 + (int64_t)n * round;
+		for (size_t i = 0; i < count; i++)
+			if (v[i] != sum_r * (int64_t)(i + 1))
+				T_FAIL("rank %d: churn round %d: element %zu is %lld, want %lld", r,
+				       round, i, (long long)v[i],
+				       (long long)(sum_r * (int64_t)(i + 1)));
+		T_CHECK(xp_allreduce_algo_get(c, 3, XP_INT64, &algo) > 0);
+		if (strcmp(algo, world_algo) != 0)
+			T_FAIL("rank %d: churn round %d: a small allreduce is %s, on the world %s",
+			       r, round, algo, world_algo);
+		xp_comm_free(c);
+	}
+	free(v);
+}
+
 static int rank_body(xp_context_t *ctx, void *arg)
 {
 	(void)arg;
@@ -653,6 +689,7 @@ static int rank_body(xp_context_t *ctx, void *arg)
 	check_split(world);
 	check_many(world);
 	check_nonblocking(world);
+	check_comm_churn(world);
 	T_OK(xp_barrier(world));
 	return 0;
 }

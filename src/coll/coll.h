@@ -66,6 +66,8 @@ int xpi_build_allreduce_hierarchical(struct xpi_sched *s, void *buf, size_t coun
  * which the first blocking allreduce makes; the call itself, in place on
  * @count elements of the working type. */
 bool xpi_shmcoll_possible(xp_comm_t *comm);
+/* Gives @comm's channel back as the communicator is freed (shmcoll.c). */
+void xpi_shmcoll_release(xp_comm_t *comm);
 int xpi_shmcoll_agree(xp_comm_t *comm);
 int xpi_shmcoll_allreduce(xp_comm_t *comm, void *buf, size_t count, const struct xpi_combine *how,
 			  const char *call);

@@ -219,6 +219,7 @@ XPI_EXPORT void xp_comm_free(xp_comm_t *comm)
 	if (comm == NULL || comm == &comm->ctx->world)
 		return;
 	release_id(comm->ctx, comm->id);
+	xpi_shmcoll_release(comm);
 	free(comm->shm_areas);
 	free(comm->shm_tmp);
 	free(comm->to_world);

@@ -32,10 +32,13 @@
  *
  * Only blocking calls use it (a nonblocking one may overlap another call
  * on the communicator, and the areas hold one at a time); the members
- * agree once, at the first, whether all of them can. A channel is never
- * given to a second communicator (a member may still be reading an area
- * after the communicator's last call here), so a process has
- * XPI_COLL_CHANNELS - 1 communicators besides the world that can.
+ * agree once, at the first, whether all of them can, and where their
+ * numbering starts: above every number in their areas, which only ever
+ * grow, so nothing a channel's previous communicator left there looks
+ * new. At most XPI_COLL_CHANNELS communicators of a rank have one at a
+ * time; when one is freed its channel goes back, and the next to take it
+ * first waits until every member of the old one has finished its last
+ * call (its area's done count), since they may still read this rank's.
  */
 #include <errno.h>
 #include <sched.h>
@@ -54,8 +57,9 @@
 
 /* One member's area on one channel; only that member writes it. */
 struct area {
-	_Alignas(64) _Atomic uint64_t in;  /* chunks copied in */
-	_Alignas(64) _Atomic uint64_t out; /* chunks whose slice this member reduced */
+	_Alignas(64) _Atomic uint64_t done; /* the last call this member finished */
+	_Alignas(64) _Atomic uint64_t in;   /* chunks copied in */
+	_Alignas(64) _Atomic uint64_t out;  /* chunks whose slice this member reduced */
 	/* Every call's header, on the line where a small vector starts: the
 	 * call's number (stored last), and its bytes, type and operator,
 	 * which the others check against their own. */
@@ -76,11 +80,23 @@ _Static_assert(sizeof(struct area) <= XPI_COLL_AREA, "XPI_COLL_AREA is too small
 #define SPINS_PER_LOOK 16
 #endif
 
-static void and_byte(void *acc, const void *in, size_t count, const struct xpi_combine *how)
+/* What every member says at the agreement: whether it can, and the
+ * highest numbers in its area (the communicator's start above them). */
+struct agreement {
+	uint64_t calls, chunks;
+	uint64_t ok;
+};
+
+static void agree_combine(void *acc_, const void *in_, size_t count, const struct xpi_combine *how)
 {
 	(void)how;
-	for (size_t i = 0; i < count; i++)
-		((uint8_t *)acc)[i] &= ((const uint8_t *)in)[i];
+	struct agreement *acc = acc_;
+	const struct agreement *in = in_;
+	for (size_t i = 0; i < count; i++) {
+		acc[i].calls = acc[i].calls > in[i].calls ? acc[i].calls : in[i].calls;
+		acc[i].chunks = acc[i].chunks > in[i].chunks ? acc[i].chunks : in[i].chunks;
+		acc[i].ok &= in[i].ok;
+	}
 }
 
 /* This rank's view: every member's area mapped, on the comm's channel. */
@@ -107,6 +123,30 @@ static bool areas_here(xp_comm_t *comm)
 	return true;
 }
 
+void xpi_shmcoll_release(xp_comm_t *comm)
+{
+	xp_context_t *ctx = comm->ctx;
+	if (comm->shm_channel < 0)
+		return;
+	struct xpi_chan_last *last = &ctx->shm_chan_last[comm->shm_channel];
+	free(last->readers);
+	*last = (struct xpi_chan_last){ 0 };
+	if (comm->shm_ok > 0 && comm->shm_calls > comm->shm_first_call) {
+		last->readers = malloc((size_t)comm->size * sizeof(int));
+		if (last->readers != NULL) {
+			for (int j = 0; j < comm->size; j++)
+				last->readers[j] = xpi_comm_world_rank(comm, j);
+			last->nreaders = comm->size;
+			last->last_call = comm->shm_calls;
+		}
+	}
+	pthread_mutex_lock(&ctx->comm_lock);
+	/* Without the list of readers to wait for, the channel stays taken. */
+	if (last->last_call > 0 || comm->shm_ok <= 0 || comm->shm_calls == comm->shm_first_call)
+		ctx->shm_channels_used &= (uint8_t) ~(1u << comm->shm_channel);
+	pthread_mutex_unlock(&ctx->comm_lock);
+}
+
 bool xpi_shmcoll_possible(xp_comm_t *comm)
 {
 	if (comm->shm_ok != 0)
@@ -114,19 +154,64 @@ bool xpi_shmcoll_possible(xp_comm_t *comm)
 	return areas_here(comm);
 }
 
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+/*
+ * Before this rank writes its area on the channel again: every member of
+ * the communicator that had it last has finished that one's last call
+ * (or is lost), so none still reads it. Bounded by the timeout; false if
+ * it passed.
+ */
+static bool old_readers_gone(xp_comm_t *comm)
+{
+	xp_context_t *ctx = comm->ctx;
+	struct xpi_chan_last *last = &ctx->shm_chan_last[comm->shm_channel];
+	int64_t deadline = xpi_now_ns() + (int64_t)ctx->cfg.timeout_ms * 1000000;
+	for (int i = 0; i < last->nreaders && last->last_call > 0; i++) {
+		int w = last->readers[i];
+		struct area *aw =
+			ctx->host_area == NULL ?
+				NULL :
+				ctx->host_area(ctx->host_area_tl, w, (unsigned)comm->shm_channel);
+		while (w != ctx->rank && aw != NULL && ctx->peers[w].failed == 0 &&
+		       atomic_load_explicit(&aw->done, memory_order_acquire) < last->last_call) {
+			if (xpi_now_ns() >= deadline)
+				return false;
+			xp_progress(ctx);
+			sched_yield();
+		}
+	}
+	free(last->readers);
+	*last = (struct xpi_chan_last){ 0 };
+	return true;
+}
+
 int xpi_shmcoll_agree(xp_comm_t *comm)
 {
 	if (comm->shm_ok != 0)
 		return 0;
-	uint8_t ok = areas_here(comm);
+	struct agreement ag = { .ok = areas_here(comm) && old_readers_gone(comm) };
+	if (ag.ok) {
+		struct area *mine = comm->shm_areas[comm->rank];
+		ag.calls = max_u64(atomic_load(&mine->done),
+				   max_u64(atomic_load(&mine->small[0].call),
+					   atomic_load(&mine->small[1].call)));
+		ag.chunks = max_u64(atomic_load(&mine->in), atomic_load(&mine->out));
+	}
 	struct xpi_sched *s = xpi_sched_new(comm, XPI_COLL_COMM, "xp_allreduce");
 	if (s == NULL)
 		return -ENOMEM;
-	s->how = (struct xpi_combine){ and_byte, 1, 0, 0 };
-	int rc = xpi_coll_go(s, xpi_build_allreduce_rd(s, &ok, 1), NULL);
+	s->how = (struct xpi_combine){ agree_combine, sizeof(ag), 0, 0 };
+	int rc = xpi_coll_go(s, xpi_build_allreduce_rd(s, &ag, 1), NULL);
 	if (rc < 0)
 		return rc;
+	bool ok = ag.ok != 0;
 	comm->shm_ok = ok ? 1 : -1;
+	comm->shm_calls = comm->shm_first_call = ag.calls;
+	comm->shm_chunks = ag.chunks;
 	if (xpi_debug_on("coll"))
 		xpi_log(XPI_LOG_DEBUG, "rank %d: communicator %u: allreduce over shared memory %s",
 			comm->rank, comm->id,
@@ -321,7 +406,11 @@ int xpi_shmcoll_allreduce(xp_comm_t *comm, void *buf, size_t count, const struct
 	};
 	size_t bytes = count * how->elem;
 	uint64_t number = ++comm->shm_calls;
-	if (bytes <= SMALL_MAX)
-		return small(&wt, buf, bytes, count, how, number);
-	return large(&wt, buf, count, how, number);
+	int rc = bytes <= SMALL_MAX ? small(&wt, buf, bytes, count, how, number) :
+				      large(&wt, buf, count, how, number);
+	/* Done with the others' areas, whether or not the call worked: who
+	 * takes the channel next may write over them. */
+	struct area *mine = comm->shm_areas[comm->rank];
+	atomic_store_explicit(&mine->done, number, memory_order_release);
+	return rc;
 }

@@ -192,6 +192,8 @@ void xpi_context_destroy(xp_context_t *ctx)
 	free(ctx->reg_max_end);
 	xpi_match_fini(&ctx->match);
 	pthread_mutex_destroy(&ctx->comm_lock);
+	for (int c = 0; c < (int)XPI_COLL_CHANNELS; c++)
+		free(ctx->shm_chan_last[c].readers);
 	free(ctx->world.shm_areas);
 	free(ctx->world.shm_tmp);
 	free(ctx->peers);

@@ -212,6 +212,7 @@ struct xp_comm {
 	void **shm_areas;
 	void *shm_tmp;
 	uint64_t shm_calls, shm_chunks;
+	uint64_t shm_first_call; /* shm_calls when it began */
 };
 
 /* Point-to-point in a communicator's collective tag space (p2p.c), for
@@ -307,10 +308,17 @@ struct xp_context {
 	 * the engine's. */
 	pthread_mutex_t comm_lock;
 	uint8_t comm_ids_used[XPI_COMM_IDS / 16];
-	/* Shared-memory channels (src/coll/shmcoll.c) ever given to a
-	 * communicator here, a bit each: never given twice, as a member that
-	 * left a communicator's last call may still read this rank's area. */
+	/* Shared-memory channels (src/coll/shmcoll.c) a live communicator has
+	 * here, a bit each (under comm_lock); and of each, who may still read
+	 * this rank's area from the communicator that had it last (its
+	 * members' world ranks) until they have finished its last call, which
+	 * the next one to take the channel waits for. */
 	uint8_t shm_channels_used;
+	struct xpi_chan_last {
+		int *readers;
+		int nreaders;
+		uint64_t last_call; /* 0: nobody to wait for */
+	} shm_chan_last[XPI_COLL_CHANNELS];
 	/* Memory of this host's ranks that each maps of every other, for the
 	 * collectives over shared memory (src/coll/shmcoll.c): world rank
 	 * @rank's area on @channel (XPI_COLL_CHANNELS of XPI_COLL_AREA bytes
