@@ -634,6 +634,25 @@ static void check_nonblocking(xp_comm_t *world)
 	T_EQ(v[0], sum);
 	T_EQ(v[1], 2 * sum);
 	T_EQ(v[2], 3 * sum);
+	/* Several nonblocking allreduces on one communicator at once, small
+	 * and of several shared-memory chunks, waited for last first: they
+	 * run in the order they were made, whatever the waits' order. */
+	enum { BIG = 600001 };
+	int32_t *big = malloc(BIG * 4), s1 = r, s2 = 10 * r;
+	for (size_t i = 0; i < BIG; i++)
+		big[i] = (int32_t)(i % 1000) * (r + 1);
+	xp_request_t *three[3];
+	T_OK(xp_iallreduce(world, XP_IN_PLACE, &s1, 1, XP_INT32, XP_SUM, &three[0]));
+	T_OK(xp_iallreduce(world, XP_IN_PLACE, big, BIG, XP_INT32, XP_SUM, &three[1]));
+	T_OK(xp_iallreduce(world, XP_IN_PLACE, &s2, 1, XP_INT32, XP_MAX, &three[2]));
+	for (int k = 2; k >= 0; k--)
+		T_OK(xp_wait(&three[k], XP_TIMEOUT_DEFAULT, NULL));
+	T_EQ(s1, sum);
+	T_EQ(s2, 10 * (n - 1));
+	for (size_t i = 0; i < BIG; i++)
+		if (big[i] != (int32_t)(i % 1000) * (n * (n + 1) / 2))
+			T_FAIL("rank %d: overlapping iallreduce element %zu is %d", r, i, big[i]);
+	free(big);
 	free(a);
 	free(b);
 	free(g);

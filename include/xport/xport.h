@@ -93,7 +93,7 @@ enum xp_allreduce_algo {
 	/* Reduce-scatter by recursive halving, allgather by recursive doubling. */
 	XP_ALLREDUCE_RABENSEIFNER = 4,
 	/* Every member on one host: vectors exchanged through shared memory,
-	 * no messages (blocking calls; others fall back to the cost model's). */
+	 * no messages (where not, the cost model chooses among the others). */
 	XP_ALLREDUCE_SHARED_MEMORY = 5,
 	XP_ALLREDUCE_ALGO_COUNT /* one past the last: new values go above */
 };

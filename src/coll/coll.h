@@ -60,17 +60,19 @@ int xpi_build_reduce_binomial(struct xpi_sched *s, void *buf, size_t count, int 
  * each host. */
 int xpi_build_allreduce_hierarchical(struct xpi_sched *s, void *buf, size_t count, int across);
 
-/* Allreduce over shared memory (shmcoll.c), for blocking calls on a
- * communicator whose members are all on this host: whether this rank can
- * (before the agreement) or all can (after); the agreement, collective,
- * which the first blocking allreduce makes; the call itself, in place on
- * @count elements of the working type. */
+/* Allreduce over shared memory (shmcoll.c), when every pair of a
+ * communicator's members maps each other's shm segment: whether it can
+ * (every member decides alike); the steps of one call, in place on
+ * @count elements of the working type at @buf (s->how set); each
+ * channel's highest numbers in this rank's area, for a new communicator's
+ * start (the highest over its members'), and that start, once it has its
+ * channel (waits until the channel's previous readers are done); the
+ * channel given back as the communicator is freed. */
 bool xpi_shmcoll_possible(xp_comm_t *comm);
-/* Gives @comm's channel back as the communicator is freed (shmcoll.c). */
+int xpi_shmcoll_build(struct xpi_sched *s, void *buf, size_t count);
+void xpi_shmcoll_highest(xp_context_t *ctx, uint64_t *calls, uint64_t *chunks);
+int xpi_shmcoll_join(xp_comm_t *comm, uint64_t calls, uint64_t chunks);
 void xpi_shmcoll_release(xp_comm_t *comm);
-int xpi_shmcoll_agree(xp_comm_t *comm);
-int xpi_shmcoll_allreduce(xp_comm_t *comm, void *buf, size_t count, const struct xpi_combine *how,
-			  const char *call);
 
 /* What the cost model says of an allreduce of @bytes: each algorithm's
  * estimated time and the one chosen (XP_ALLREDUCE_ALGO, if set, wins). */
@@ -81,8 +83,7 @@ struct xpi_allreduce_plan {
 	/* Infinite where it does not apply. */
 	double t_rd_ns, t_ring_ns, t_rab_ns, t_hier_ns, t_shm_ns;
 };
-/* @blocking: shared memory is an option (xpi_shmcoll_possible). */
-void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count, bool blocking,
+void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count,
 			  struct xpi_allreduce_plan *plan);
 const char *xpi_allreduce_algo_name(int algo);
 /* The bytes of a pipeline's segment over @comm's slowest link. */

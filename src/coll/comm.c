@@ -27,72 +27,105 @@
 
 #define ID_MASK_BYTES (XPI_COMM_IDS / 16)
 
-static void and_bytes(void *acc, const void *in, size_t count, const struct xpi_combine *how)
+/* What the members agree on over the parent: the ids and channels free
+ * on all (AND), and each channel's highest numbers in their areas (MAX),
+ * above which the new communicator's start. */
+struct agreement {
+	uint64_t calls[XPI_COLL_CHANNELS], chunks[XPI_COLL_CHANNELS];
+	uint8_t free_ids[ID_MASK_BYTES];
+	uint8_t free_channels;
+};
+
+static void agree_combine(void *acc_, const void *in_, size_t count, const struct xpi_combine *how)
 {
 	(void)how;
-	uint8_t *a = acc;
-	const uint8_t *b = in;
-	for (size_t i = 0; i < count; i++)
-		a[i] &= b[i];
+	struct agreement *a = acc_;
+	const struct agreement *b = in_;
+	for (size_t n = 0; n < count; n++, a++, b++) {
+		for (size_t i = 0; i < ID_MASK_BYTES; i++)
+			a->free_ids[i] &= b->free_ids[i];
+		a->free_channels &= b->free_channels;
+		for (unsigned c = 0; c < XPI_COLL_CHANNELS; c++) {
+			a->calls[c] = a->calls[c] > b->calls[c] ? a->calls[c] : b->calls[c];
+			a->chunks[c] = a->chunks[c] > b->chunks[c] ? a->chunks[c] : b->chunks[c];
+		}
+	}
 }
 
-/* Agrees with the members of @parent on an id free on all of them and
- * claims it here; and on a shared-memory channel free on all, or -1. */
-static int agree_id(xp_comm_t *parent, const char *call, uint32_t *id, int *channel)
+struct choice {
+	uint32_t id;
+	int channel; /* -1: none free everywhere */
+	uint64_t calls, chunks;
+};
+
+static void release_choice(xp_context_t *ctx, const struct choice *ch)
+{
+	uint32_t pair = ch->id / 2;
+	pthread_mutex_lock(&ctx->comm_lock);
+	ctx->comm_ids_used[pair / 8] &= (uint8_t) ~(1u << (pair % 8));
+	if (ch->channel >= 0)
+		ctx->shm_channels_used &= (uint8_t) ~(1u << ch->channel);
+	pthread_mutex_unlock(&ctx->comm_lock);
+}
+
+/* Agrees with the members of @parent on an id free on all of them, and a
+ * shared-memory channel if one is, and claims them here. */
+static int agree_id(xp_comm_t *parent, const char *call, struct choice *ch)
 {
 	xp_context_t *ctx = parent->ctx;
-	uint8_t mask[ID_MASK_BYTES + 1];
+	struct agreement ag;
+	memset(&ag, 0, sizeof(ag));
+	xpi_shmcoll_highest(ctx, ag.calls, ag.chunks);
 	pthread_mutex_lock(&ctx->comm_lock);
 	for (size_t i = 0; i < ID_MASK_BYTES; i++)
-		mask[i] = (uint8_t)~ctx->comm_ids_used[i];
-	mask[ID_MASK_BYTES] = (uint8_t)~ctx->shm_channels_used;
+		ag.free_ids[i] = (uint8_t)~ctx->comm_ids_used[i];
+	ag.free_channels = (uint8_t)~ctx->shm_channels_used;
 	pthread_mutex_unlock(&ctx->comm_lock);
 	struct xpi_sched *s = xpi_sched_new(parent, XPI_COLL_COMM, call);
 	if (s == NULL)
 		return -ENOMEM;
-	s->how = (struct xpi_combine){ and_bytes, 1, 0, 0 };
-	int rc = xpi_coll_go(s, xpi_build_allreduce_rd(s, mask, sizeof(mask)), NULL);
+	s->how = (struct xpi_combine){ agree_combine, sizeof(ag), 0, 0 };
+	int rc = xpi_coll_go(s, xpi_build_allreduce_rd(s, &ag, 1), NULL);
 	if (rc < 0)
 		return rc;
 	int pair = -1;
 	for (int k = 1; k < XPI_COMM_IDS / 2 && pair < 0; k++)
-		if (mask[k / 8] & (1u << (k % 8)))
+		if (ag.free_ids[k / 8] & (1u << (k % 8)))
 			pair = k;
 	if (pair < 0)
 		return xpi_fail(-EAGAIN,
 				"rank %d: %s on communicator %u: no communicator id is free on "
 				"every member (%d in use at most): free some",
 				ctx->rank, call, parent->id, XPI_COMM_IDS / 2);
+	*ch = (struct choice){ .id = 2u * (uint32_t)pair, .channel = -1 };
+	for (int k = 0; k < (int)XPI_COLL_CHANNELS && ch->channel < 0; k++)
+		if (ag.free_channels & (1u << k))
+			ch->channel = k;
+	if (ch->channel >= 0) {
+		ch->calls = ag.calls[ch->channel];
+		ch->chunks = ag.chunks[ch->channel];
+	}
 	pthread_mutex_lock(&ctx->comm_lock);
-	bool taken = ctx->comm_ids_used[pair / 8] & (1u << (pair % 8));
-	if (!taken)
+	bool taken = (ctx->comm_ids_used[pair / 8] & (1u << (pair % 8))) ||
+		     (ch->channel >= 0 && (ctx->shm_channels_used & (1u << ch->channel)));
+	if (!taken) {
 		ctx->comm_ids_used[pair / 8] |= (uint8_t)(1u << (pair % 8));
+		if (ch->channel >= 0)
+			ctx->shm_channels_used |= (uint8_t)(1u << ch->channel);
+	}
 	pthread_mutex_unlock(&ctx->comm_lock);
 	if (taken)
 		return xpi_fail(-EAGAIN,
-				"rank %d: %s: communicator id %d was taken on this rank while the "
-				"members agreed on it (another thread made a communicator at the "
-				"same time)",
-				ctx->rank, call, 2 * pair);
-	*id = 2u * (uint32_t)pair;
-	*channel = -1;
-	for (int k = 0; k < (int)XPI_COLL_CHANNELS && *channel < 0; k++)
-		if (mask[ID_MASK_BYTES] & (1u << k))
-			*channel = k;
+				"rank %d: %s: communicator id %d or shared-memory channel %d was "
+				"taken on this rank while the members agreed on it (another thread "
+				"made a communicator at the same time)",
+				ctx->rank, call, 2 * pair, ch->channel);
 	return 0;
-}
-
-static void release_id(xp_context_t *ctx, uint32_t id)
-{
-	uint32_t pair = id / 2;
-	pthread_mutex_lock(&ctx->comm_lock);
-	ctx->comm_ids_used[pair / 8] &= (uint8_t) ~(1u << (pair % 8));
-	pthread_mutex_unlock(&ctx->comm_lock);
 }
 
 /* A communicator of the world ranks @members (@n of them, in their new
  * order), of which this rank is @rank. */
-static int comm_make(xp_context_t *ctx, uint32_t id, int channel, const int *members, int n,
+static int comm_make(xp_context_t *ctx, const struct choice *ch, const int *members, int n,
 		     int rank, xp_comm_t **out)
 {
 	xp_comm_t *c = calloc(1, sizeof(*c));
@@ -110,22 +143,20 @@ static int comm_make(xp_context_t *ctx, uint32_t id, int channel, const int *mem
 		to[i] = members[i];
 		from[members[i]] = i;
 	}
-	/* The channel, unless another thread's communicator took it while the
-	 * members agreed (then the first allreduce finds that not every member
-	 * has it). */
-	pthread_mutex_lock(&ctx->comm_lock);
-	if (channel >= 0 && (ctx->shm_channels_used & (1u << channel)))
-		channel = -1;
-	if (channel >= 0)
-		ctx->shm_channels_used |= (uint8_t)(1u << channel);
-	pthread_mutex_unlock(&ctx->comm_lock);
 	*c = (struct xp_comm){ .ctx = ctx,
-			       .id = id,
+			       .id = ch->id,
 			       .rank = rank,
 			       .size = n,
 			       .to_world = to,
 			       .from_world = from,
-			       .shm_channel = channel };
+			       .shm_channel = ch->channel };
+	int rc = xpi_shmcoll_join(c, ch->calls, ch->chunks);
+	if (rc < 0) {
+		free(to);
+		free(from);
+		free(c);
+		return rc;
+	}
 	*out = c;
 	return 0;
 }
@@ -135,22 +166,21 @@ XPI_EXPORT int xp_comm_dup(xp_comm_t *comm, xp_comm_t **out)
 	if (comm == NULL || out == NULL)
 		return xpi_fail(-EINVAL, "xp_comm_dup: %s is NULL",
 				comm == NULL ? "the communicator" : "the result pointer");
-	uint32_t id;
-	int channel;
-	int rc = agree_id(comm, "xp_comm_dup", &id, &channel);
+	struct choice ch;
+	int rc = agree_id(comm, "xp_comm_dup", &ch);
 	if (rc < 0)
 		return rc;
 	int *members = malloc((size_t)comm->size * sizeof(int));
 	if (members == NULL) {
-		release_id(comm->ctx, id);
+		release_choice(comm->ctx, &ch);
 		return xpi_fail(-ENOMEM, "rank %d: xp_comm_dup: no memory", comm->ctx->rank);
 	}
 	for (int i = 0; i < comm->size; i++)
 		members[i] = xpi_comm_world_rank(comm, i);
-	rc = comm_make(comm->ctx, id, channel, members, comm->size, comm->rank, out);
+	rc = comm_make(comm->ctx, &ch, members, comm->size, comm->rank, out);
 	free(members);
 	if (rc < 0)
-		release_id(comm->ctx, id);
+		release_choice(comm->ctx, &ch);
 	return rc;
 }
 
@@ -187,12 +217,11 @@ XPI_EXPORT int xp_comm_split(xp_comm_t *comm, int color, int key, xp_comm_t **ou
 	/* Every member's (color, key), then the id: both over the parent, by
 	 * every member, whatever its color. */
 	int rc = xp_allgather(comm, &mine, all, sizeof(mine) / 4, XP_INT32);
-	uint32_t id = 0;
-	int channel = -1;
+	struct choice ch;
 	if (rc == 0)
-		rc = agree_id(comm, "xp_comm_split", &id, &channel);
+		rc = agree_id(comm, "xp_comm_split", &ch);
 	if (rc == 0 && color == XP_UNDEFINED) {
-		release_id(comm->ctx, id); /* no communicator of ours uses it */
+		release_choice(comm->ctx, &ch); /* no communicator of ours uses them */
 		*out = NULL;
 	} else if (rc == 0) {
 		int n = 0, me = -1;
@@ -205,9 +234,9 @@ XPI_EXPORT int xp_comm_split(xp_comm_t *comm, int color, int key, xp_comm_t **ou
 			if (all[i].rank == comm->rank)
 				me = i;
 		}
-		rc = comm_make(comm->ctx, id, channel, members, n, me, out);
+		rc = comm_make(comm->ctx, &ch, members, n, me, out);
 		if (rc < 0)
-			release_id(comm->ctx, id);
+			release_choice(comm->ctx, &ch);
 	}
 	free(all);
 	free(members);
@@ -218,7 +247,9 @@ XPI_EXPORT void xp_comm_free(xp_comm_t *comm)
 {
 	if (comm == NULL || comm == &comm->ctx->world)
 		return;
-	release_id(comm->ctx, comm->id);
+	/* The id now; the channel as shmcoll says (it may wait for readers). */
+	struct choice ch = { .id = comm->id, .channel = -1 };
+	release_choice(comm->ctx, &ch);
 	xpi_shmcoll_release(comm);
 	free(comm->shm_areas);
 	free(comm->shm_tmp);

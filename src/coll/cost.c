@@ -234,7 +234,7 @@ static int fastest_flat(int p, uint32_t lat, uint32_t bw, double n, size_t count
 	return algo;
 }
 
-void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count, bool blocking,
+void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count,
 			  struct xpi_allreduce_plan *plan)
 {
 	if (!comm->cost_known)
@@ -244,7 +244,7 @@ void xpi_allreduce_choose(xp_comm_t *comm, size_t bytes, size_t count, bool bloc
 	int flat = fastest_flat(p, comm->lat_all, comm->bw_all, n, count, &plan->t_rd_ns,
 				&plan->t_ring_ns, &plan->t_rab_ns, &best);
 	plan->t_hier_ns = INFINITY;
-	plan->t_shm_ns = blocking && p > 1 && count > 0 && xpi_shmcoll_possible(comm) ?
+	plan->t_shm_ns = p > 1 && count > 0 && xpi_shmcoll_possible(comm) ?
 				 t_shm(p, comm->lat_intra, n) :
 				 INFINITY;
 	plan->across = XP_ALLREDUCE_RECURSIVE_DOUBLING;

@@ -139,17 +139,6 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 		return rc;
 	if (algo < XP_ALLREDUCE_AUTO || algo >= XP_ALLREDUCE_ALGO_COUNT)
 		return xpi_coll_bad(call, comm, "not an enum xp_allreduce_algo");
-	/* Whether every member can allreduce over shared memory: asked once,
-	 * by the first blocking call that might (each member decides alike). */
-	int forced = comm->ctx->cfg.allreduce_algo;
-	bool may_shm = (algo == XP_ALLREDUCE_AUTO || algo == XP_ALLREDUCE_SHARED_MEMORY) &&
-		       (forced == XP_ALLREDUCE_AUTO || forced == XP_ALLREDUCE_SHARED_MEMORY ||
-			algo != XP_ALLREDUCE_AUTO);
-	if (req == NULL && may_shm && count > 0 && comm->size > 1 && comm->shm_ok == 0) {
-		rc = xpi_shmcoll_agree(comm);
-		if (rc < 0)
-			return rc;
-	}
 	struct xpi_sched *s = xpi_sched_new(comm, XPI_COLL_ALLREDUCE, call);
 	if (s == NULL)
 		return -ENOMEM;
@@ -158,7 +147,7 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 		return xpi_coll_go(s, -ENOMEM, req);
 	size_t bytes = count * s->how.elem;
 	struct xpi_allreduce_plan plan;
-	xpi_allreduce_choose(comm, bytes, count, req == NULL && may_shm, &plan);
+	xpi_allreduce_choose(comm, bytes, count, &plan);
 	if (algo != XP_ALLREDUCE_AUTO &&
 	    (algo != XP_ALLREDUCE_SHARED_MEMORY || isfinite(plan.t_shm_ns))) {
 		/* The call's own choice wins over the setting's; the ring needs
@@ -179,14 +168,9 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 			plan.forced ? "XP_ALLREDUCE_ALGO" : "chosen", plan.t_rd_ns / 1000,
 			plan.t_ring_ns / 1000, plan.t_rab_ns / 1000, plan.t_hier_ns / 1000,
 			plan.t_shm_ns / 1000);
-	if (plan.algo == XP_ALLREDUCE_SHARED_MEMORY) {
-		rc = xpi_shmcoll_allreduce(comm, buf, count, &s->how, call);
-		if (rc == 0)
-			s->finish(s);
-		xpi_sched_free(s);
-		return rc;
-	}
-	if (plan.algo == XP_ALLREDUCE_RING)
+	if (plan.algo == XP_ALLREDUCE_SHARED_MEMORY)
+		rc = xpi_shmcoll_build(s, buf, count);
+	else if (plan.algo == XP_ALLREDUCE_RING)
 		rc = xpi_build_allreduce_ring(s, buf, count);
 	else if (plan.algo == XP_ALLREDUCE_HIERARCHICAL)
 		rc = xpi_build_allreduce_hierarchical(s, buf, count, plan.across);
@@ -313,7 +297,7 @@ XPI_EXPORT int xp_allreduce_algo_get(xp_comm_t *comm, size_t count, xp_dtype_t d
 		return xpi_coll_bad("xp_allreduce_algo_get", comm, "the name pointer is NULL");
 	struct xpi_allreduce_plan plan;
 	xp_dtype_t work = xpi_reduce_work_type(dtype);
-	xpi_allreduce_choose(comm, count * xp_dtype_size(work), count, true, &plan);
+	xpi_allreduce_choose(comm, count * xp_dtype_size(work), count, &plan);
 	*name = xpi_allreduce_algo_name(plan.algo);
 	return plan.algo;
 }

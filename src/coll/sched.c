@@ -144,6 +144,15 @@ int xpi_sched_sendrecv(struct xpi_sched *s, unsigned step, int to, const void *s
 	return rc;
 }
 
+int xpi_sched_poll_step(struct xpi_sched *s, unsigned step,
+			int (*poll)(struct xpi_sched *s, char *why, size_t n))
+{
+	int rc = xpi_sched_begin_step(s, step);
+	if (rc == 0)
+		s->steps[s->nsteps - 1].poll = poll;
+	return rc;
+}
+
 void xpi_sched_combine(struct xpi_sched *s, void *acc, const void *in, size_t count)
 {
 	struct xpi_sched_step *st = &s->steps[s->nsteps - 1];
@@ -211,6 +220,8 @@ static void conclude(struct xpi_sched *s, int rc, const char *detail)
 	s->posted = false;
 	if (rc == 0 && s->finish != NULL)
 		s->finish(s);
+	if (s->cleanup != NULL)
+		s->cleanup(s);
 	s->rc = rc;
 	s->done = true;
 	if (s->listed) {
@@ -313,6 +324,13 @@ static void advance(struct xpi_sched *s)
 		}
 		xp_progress(s->comm->ctx);
 		int rc = collect(s, why, sizeof(why));
+		const struct xpi_sched_step *cur = &s->steps[s->cur];
+		if (rc == 0 && cur->poll != NULL) {
+			rc = cur->poll(s, why, sizeof(why));
+			s->pending = rc == 0; /* waiting, as for a message */
+			if (rc > 0)
+				rc = 0;
+		}
 		if (rc < 0) {
 			/* A step that failed because some member died: name that one
 			 * (the step's own peer may only be its victim). */

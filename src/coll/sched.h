@@ -47,6 +47,8 @@ struct xpi_combine {
 	int dtype, op;
 };
 
+struct xpi_sched;
+
 struct xpi_sched_op {
 	int peer; /* rank in the communicator */
 	bool send;
@@ -64,6 +66,10 @@ struct xpi_sched_step {
 	 * its messages move while this one reduces: it must not read what
 	 * the reduction writes (a pipeline's next segment). */
 	bool early_next;
+	/* A step of no messages that polls instead (shared memory): 1 when
+	 * done, 0 while it waits (the runner then looks for lost members and
+	 * the deadline, and comes back), or a failure described in @why. */
+	int (*poll)(struct xpi_sched *s, char *why, size_t n);
 };
 
 #define XPI_SCHED_SCRATCH 8
@@ -105,6 +111,17 @@ struct xpi_sched {
 	 * operation's own last touches (an average's division, the rounding of
 	 * float16 back into the program's buffer). */
 	void (*finish)(struct xpi_sched *s);
+	/* Run as the schedule ends, whether it worked or not. */
+	void (*cleanup)(struct xpi_sched *s);
+	/* A shared-memory allreduce's state (shmcoll.c). */
+	struct {
+		uint8_t *buf;
+		size_t count;
+		uint64_t number, what;
+		int j; /* the member a step waits for */
+		int phase;
+		uint64_t chunk;
+	} shm;
 	struct {
 		void *work, *dst;
 		size_t count;
@@ -134,6 +151,9 @@ int xpi_sched_sendrecv(struct xpi_sched *s, unsigned step, int to, const void *s
 /* A step of many ops: begin it, add ops to members, in any number. */
 int xpi_sched_begin_step(struct xpi_sched *s, unsigned step);
 int xpi_sched_add(struct xpi_sched *s, int member, bool send, void *buf, size_t len);
+/* A step that polls (struct xpi_sched_step's poll). */
+int xpi_sched_poll_step(struct xpi_sched *s, unsigned step,
+			int (*poll)(struct xpi_sched *s, char *why, size_t n));
 /* After the last step: acc (op)= in over @count elements of s->how. */
 void xpi_sched_combine(struct xpi_sched *s, void *acc, const void *in, size_t count);
 /* Lets the next step start before the last one's reduction (the

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Allreduce over shared memory, when every member of a communicator is
- * on this host and maps every other's segment (src/shm): each member
- * writes into an area of its own segment (one channel per communicator)
- * and reads the others' areas, with no message at all.
+ * on this host and every pair of them maps each other's segment (src/shm):
+ * each member writes into an area of its own segment (one channel per
+ * communicator) and reads the others' areas, with no message at all.
  *
  * Small vectors (up to SMALL_MAX bytes): a member copies its vector into
  * its area and then stores the call's number in a flag word on the same
@@ -30,22 +30,27 @@
  * disagree on the count or the type fail naming the rank, whichever path
  * each took.
  *
- * Only blocking calls use it (a nonblocking one may overlap another call
- * on the communicator, and the areas hold one at a time); the members
- * agree once, at the first, whether all of them can, and where their
- * numbering starts: above every number in their areas, which only ever
- * grow, so nothing a channel's previous communicator left there looks
- * new. At most XPI_COLL_CHANNELS communicators of a rank have one at a
- * time; when one is freed its channel goes back, and the next to take it
- * first waits until every member of the old one has finished its last
- * call (its area's done count), since they may still read this rank's.
+ * A call is a schedule (sched.h) of steps that poll instead of sending:
+ * the header (and a small vector), then each chunk; blocking and
+ * nonblocking calls alike, so a program may have several under way. The
+ * calls of a communicator run one after another, in the order they were
+ * made (which every member shares), as the areas hold one at a time.
+ *
+ * Whether a communicator can is decided by every member alike from what
+ * the job already agreed (the shm transport's matrix of which pairs map
+ * each other) and the channel its creation agreed on. Its call numbers
+ * start above every number in its members' areas (the creation takes the
+ * highest of each), which only grow, so nothing a channel's previous
+ * communicator left there looks new. When a communicator is freed its
+ * channel goes back; the next to take it first waits until every member
+ * of the old one has finished its last call (its area's done count),
+ * since they may still read this rank's area.
  */
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../core/clock.h"
 #include "../core/compiler.h"
@@ -54,6 +59,8 @@
 
 #define SMALL_MAX (16u << 10)
 #define CHUNK (1024u << 10)
+/* Looks at a word before a poll gives the runner its turn back. */
+#define SPINS 64
 
 /* One member's area on one channel; only that member writes it. */
 struct area {
@@ -73,54 +80,63 @@ struct area {
 
 _Static_assert(sizeof(struct area) <= XPI_COLL_AREA, "XPI_COLL_AREA is too small");
 
-/* Idle waiting, as the schedules': spin, yield, then short naps. */
-#define YIELD_NS (1 * 1000000)
-#define NAP_NS (20 * 1000)
-#ifndef SPINS_PER_LOOK
-#define SPINS_PER_LOOK 16
-#endif
-
-/* What every member says at the agreement: whether it can, and the
- * highest numbers in its area (the communicator's start above them). */
-struct agreement {
-	uint64_t calls, chunks;
-	uint64_t ok;
-};
-
-static void agree_combine(void *acc_, const void *in_, size_t count, const struct xpi_combine *how)
+static struct area *area_of(xp_context_t *ctx, int world_rank, int channel)
 {
-	(void)how;
-	struct agreement *acc = acc_;
-	const struct agreement *in = in_;
-	for (size_t i = 0; i < count; i++) {
-		acc[i].calls = acc[i].calls > in[i].calls ? acc[i].calls : in[i].calls;
-		acc[i].chunks = acc[i].chunks > in[i].chunks ? acc[i].chunks : in[i].chunks;
-		acc[i].ok &= in[i].ok;
+	if (ctx->host_area == NULL || channel < 0)
+		return NULL;
+	return ctx->host_area(ctx->host_area_tl, world_rank, (unsigned)channel);
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+void xpi_shmcoll_highest(xp_context_t *ctx, uint64_t *calls, uint64_t *chunks)
+{
+	for (int c = 0; c < (int)XPI_COLL_CHANNELS; c++) {
+		struct area *a = area_of(ctx, ctx->rank, c);
+		calls[c] = chunks[c] = 0;
+		if (a == NULL)
+			continue;
+		calls[c] = max_u64(atomic_load(&a->done), max_u64(atomic_load(&a->small[0].call),
+								  atomic_load(&a->small[1].call)));
+		chunks[c] = max_u64(atomic_load(&a->in), atomic_load(&a->out));
 	}
 }
 
-/* This rank's view: every member's area mapped, on the comm's channel. */
-static bool areas_here(xp_comm_t *comm)
+int xpi_shmcoll_join(xp_comm_t *comm, uint64_t calls, uint64_t chunks)
 {
-	if (comm->shm_channel < 0 || comm->size < 2)
-		return false;
-	if (comm->shm_areas == NULL) {
-		comm->shm_areas = calloc((size_t)comm->size, sizeof(void *));
-		comm->shm_tmp = malloc(CHUNK > SMALL_MAX ? CHUNK : SMALL_MAX);
-		if (comm->shm_areas == NULL || comm->shm_tmp == NULL)
-			return false;
+	xp_context_t *ctx = comm->ctx;
+	comm->shm_calls = comm->shm_first_call = calls;
+	atomic_store(&comm->shm_turn, calls);
+	comm->shm_chunks = chunks;
+	if (comm->shm_channel < 0)
+		return 0;
+	/* Nobody may still read this rank's area on the channel: every member
+	 * of the communicator that had it last has finished that one's last
+	 * call (which needs nothing more from this rank), or is lost. */
+	struct xpi_chan_last *last = &ctx->shm_chan_last[comm->shm_channel];
+	int64_t deadline = xpi_now_ns() + (int64_t)ctx->cfg.timeout_ms * 1000000;
+	for (int i = 0; i < last->nreaders && last->last_call > 0; i++) {
+		int w = last->readers[i];
+		struct area *aw = area_of(ctx, w, comm->shm_channel);
+		while (w != ctx->rank && aw != NULL && ctx->peers[w].failed == 0 &&
+		       atomic_load_explicit(&aw->done, memory_order_acquire) < last->last_call) {
+			if (xpi_now_ns() >= deadline)
+				return xpi_fail(-ETIMEDOUT,
+						"rank %d: communicator %u: rank %d (of the world) "
+						"has not finished the last allreduce of the "
+						"communicator that had its shared-memory channel "
+						"before, after %d ms",
+						ctx->rank, comm->id, w, ctx->cfg.timeout_ms);
+			xp_progress(ctx);
+			sched_yield();
+		}
 	}
-	for (int j = 0; j < comm->size; j++) {
-		xp_context_t *ctx = comm->ctx;
-		comm->shm_areas[j] =
-			ctx->host_area == NULL ?
-				NULL :
-				ctx->host_area(ctx->host_area_tl, xpi_comm_world_rank(comm, j),
-					       (unsigned)comm->shm_channel);
-		if (comm->shm_areas[j] == NULL)
-			return false;
-	}
-	return true;
+	free(last->readers);
+	*last = (struct xpi_chan_last){ 0 };
+	return 0;
 }
 
 void xpi_shmcoll_release(xp_comm_t *comm)
@@ -129,9 +145,10 @@ void xpi_shmcoll_release(xp_comm_t *comm)
 	if (comm->shm_channel < 0)
 		return;
 	struct xpi_chan_last *last = &ctx->shm_chan_last[comm->shm_channel];
+	bool used = comm->shm_calls > comm->shm_first_call;
 	free(last->readers);
 	*last = (struct xpi_chan_last){ 0 };
-	if (comm->shm_ok > 0 && comm->shm_calls > comm->shm_first_call) {
+	if (used) {
 		last->readers = malloc((size_t)comm->size * sizeof(int));
 		if (last->readers != NULL) {
 			for (int j = 0; j < comm->size; j++)
@@ -142,184 +159,130 @@ void xpi_shmcoll_release(xp_comm_t *comm)
 	}
 	pthread_mutex_lock(&ctx->comm_lock);
 	/* Without the list of readers to wait for, the channel stays taken. */
-	if (last->last_call > 0 || comm->shm_ok <= 0 || comm->shm_calls == comm->shm_first_call)
+	if (!used || last->readers != NULL)
 		ctx->shm_channels_used &= (uint8_t) ~(1u << comm->shm_channel);
 	pthread_mutex_unlock(&ctx->comm_lock);
 }
 
-bool xpi_shmcoll_possible(xp_comm_t *comm)
-{
-	if (comm->shm_ok != 0)
-		return comm->shm_ok > 0;
-	return areas_here(comm);
-}
-
-static uint64_t max_u64(uint64_t a, uint64_t b)
-{
-	return a > b ? a : b;
-}
-
-/*
- * Before this rank writes its area on the channel again: every member of
- * the communicator that had it last has finished that one's last call
- * (or is lost), so none still reads it. Bounded by the timeout; false if
- * it passed.
- */
-static bool old_readers_gone(xp_comm_t *comm)
+/* Every pair of members maps each other's segment, as every member of
+ * the job knows alike; and this rank has every member's area. */
+static bool usable(xp_comm_t *comm)
 {
 	xp_context_t *ctx = comm->ctx;
-	struct xpi_chan_last *last = &ctx->shm_chan_last[comm->shm_channel];
-	int64_t deadline = xpi_now_ns() + (int64_t)ctx->cfg.timeout_ms * 1000000;
-	for (int i = 0; i < last->nreaders && last->last_call > 0; i++) {
-		int w = last->readers[i];
-		struct area *aw =
-			ctx->host_area == NULL ?
-				NULL :
-				ctx->host_area(ctx->host_area_tl, w, (unsigned)comm->shm_channel);
-		while (w != ctx->rank && aw != NULL && ctx->peers[w].failed == 0 &&
-		       atomic_load_explicit(&aw->done, memory_order_acquire) < last->last_call) {
-			if (xpi_now_ns() >= deadline)
+	if (comm->shm_channel < 0 || comm->size < 2 || ctx->host_pair == NULL)
+		return false;
+	for (int i = 0; i < comm->size; i++)
+		for (int j = i + 1; j < comm->size; j++)
+			if (!ctx->host_pair(ctx->host_area_tl, xpi_comm_world_rank(comm, i),
+					    xpi_comm_world_rank(comm, j)))
 				return false;
-			xp_progress(ctx);
-			sched_yield();
-		}
+	comm->shm_areas = calloc((size_t)comm->size, sizeof(void *));
+	comm->shm_tmp = malloc(CHUNK > SMALL_MAX ? CHUNK : SMALL_MAX);
+	if (comm->shm_areas == NULL || comm->shm_tmp == NULL)
+		return false; /* the same everywhere but out of memory: fails the call */
+	for (int j = 0; j < comm->size; j++) {
+		comm->shm_areas[j] = area_of(ctx, xpi_comm_world_rank(comm, j), comm->shm_channel);
+		if (comm->shm_areas[j] == NULL)
+			return false;
 	}
-	free(last->readers);
-	*last = (struct xpi_chan_last){ 0 };
 	return true;
 }
 
-int xpi_shmcoll_agree(xp_comm_t *comm)
+bool xpi_shmcoll_possible(xp_comm_t *comm)
 {
-	if (comm->shm_ok != 0)
-		return 0;
-	struct agreement ag = { .ok = areas_here(comm) && old_readers_gone(comm) };
-	if (ag.ok) {
-		struct area *mine = comm->shm_areas[comm->rank];
-		ag.calls = max_u64(atomic_load(&mine->done),
-				   max_u64(atomic_load(&mine->small[0].call),
-					   atomic_load(&mine->small[1].call)));
-		ag.chunks = max_u64(atomic_load(&mine->in), atomic_load(&mine->out));
+	if (comm->shm_ok == 0) {
+		comm->shm_ok = usable(comm) ? 1 : -1;
+		if (xpi_debug_on("coll"))
+			xpi_log(XPI_LOG_DEBUG,
+				"rank %d: communicator %u: allreduce over shared memory %s",
+				comm->rank, comm->id,
+				comm->shm_ok > 0 ? "on (every pair of members maps each other)" :
+						   "off");
 	}
-	struct xpi_sched *s = xpi_sched_new(comm, XPI_COLL_COMM, "xp_allreduce");
-	if (s == NULL)
-		return -ENOMEM;
-	s->how = (struct xpi_combine){ agree_combine, sizeof(ag), 0, 0 };
-	int rc = xpi_coll_go(s, xpi_build_allreduce_rd(s, &ag, 1), NULL);
-	if (rc < 0)
-		return rc;
-	bool ok = ag.ok != 0;
-	comm->shm_ok = ok ? 1 : -1;
-	comm->shm_calls = comm->shm_first_call = ag.calls;
-	comm->shm_chunks = ag.chunks;
-	if (xpi_debug_on("coll"))
-		xpi_log(XPI_LOG_DEBUG, "rank %d: communicator %u: allreduce over shared memory %s",
-			comm->rank, comm->id,
-			ok ? "on (every member maps every other's area)" : "off");
-	return 0;
+	return comm->shm_ok > 0;
 }
 
-struct waiter {
-	xp_comm_t *comm;
-	const char *call;
-	int64_t deadline, idle_since;
-	unsigned spins;
-};
+/* ---------------------------------------------------------------------- */
+/* The steps                                                              */
 
-/* Waits until member @j's word @w reaches @want. 0, or the failure
- * naming that member (lost, or the deadline passed). */
-static int wait_for(struct waiter *wt, _Atomic uint64_t *w, uint64_t want, int j, const char *what)
+/* Waits, a little, for member @j's word @w to reach @want. */
+static bool reached(_Atomic uint64_t *w, uint64_t want)
 {
-	xp_context_t *ctx = wt->comm->ctx;
-	while (atomic_load_explicit(w, memory_order_acquire) < want) {
+	for (int i = 0; i < SPINS; i++) {
+		if (atomic_load_explicit(w, memory_order_acquire) >= want)
+			return true;
 		xpi_cpu_relax();
-		if (++wt->spins < SPINS_PER_LOOK)
-			continue;
-		wt->spins = 0;
-		xp_progress(ctx);
-		xpi_sched_advance_all(ctx);
-		const struct xpi_peer *peer = &ctx->peers[xpi_comm_world_rank(wt->comm, j)];
-		if (peer->failed != 0)
-			return xpi_fail(-EPIPE,
-					"rank %d: %s on communicator %u: rank %d of it is lost "
-					"(%s) while this rank waits for its %s; the collective "
-					"cannot complete",
-					wt->comm->rank, wt->call, wt->comm->id, j, peer->failed_why,
-					what);
-		int64_t now = xpi_now_ns();
-		if (now >= wt->deadline)
-			return xpi_fail(-ETIMEDOUT,
-					"rank %d: %s on communicator %u: timed out after %d ms "
-					"waiting for rank %d's %s over shared memory (a member not "
-					"calling the same collective?)",
-					wt->comm->rank, wt->call, wt->comm->id, ctx->cfg.timeout_ms,
-					j, what);
-		if (wt->idle_since == 0)
-			wt->idle_since = now;
-		if (now - wt->idle_since < (int64_t)ctx->spin_rounds * 50)
-			continue;
-		if (now - wt->idle_since < YIELD_NS) {
-			sched_yield();
-		} else {
-			struct timespec nap = { 0, NAP_NS };
-			nanosleep(&nap, NULL);
-		}
 	}
-	wt->idle_since = 0;
-	return 0;
+	return false;
 }
 
-static uint64_t what_of(size_t bytes, const struct xpi_combine *how)
+static struct area *area(const struct xpi_sched *s, int j)
 {
-	return (uint64_t)bytes << 16 | (uint64_t)(how->dtype & 0xff) << 8 |
-	       (uint64_t)(how->op & 0xff);
+	return s->comm->shm_areas[j];
 }
 
-/* Waits for member @j's header of call @call (half @h) and checks it. */
-static int header_of(struct waiter *wt, int j, uint64_t call, unsigned h, uint64_t want)
+/* Member @j's header of the call, once it is there: 1, 0 (not yet), or
+ * -EINVAL if it differs from this rank's. */
+static int header_of(struct xpi_sched *s, int j, char *why, size_t n)
 {
-	struct area *aj = wt->comm->shm_areas[j];
-	int rc = wait_for(wt, &aj->small[h].call, call, j, "vector");
-	if (rc < 0 || aj->small[h].what == want)
-		return rc;
-	uint64_t got = aj->small[h].what;
-	return xpi_fail(-EINVAL,
-			"rank %d: %s on communicator %u: rank %d gives %llu bytes of xp_dtype_t %u "
-			"(xp_op_t %u) where this rank gives %llu bytes of xp_dtype_t %u (xp_op_t "
-			"%u): the members disagree on the count, the type or the operator",
-			wt->comm->rank, wt->call, wt->comm->id, j, (unsigned long long)(got >> 16),
-			(unsigned)(got >> 8 & 0xff), (unsigned)(got & 0xff),
-			(unsigned long long)(want >> 16), (unsigned)(want >> 8 & 0xff),
-			(unsigned)(want & 0xff));
+	unsigned h = (unsigned)(s->shm.number & 1);
+	struct area *aj = area(s, j);
+	if (!reached(&aj->small[h].call, s->shm.number))
+		return 0;
+	uint64_t got = aj->small[h].what, want = s->shm.what;
+	if (got == want)
+		return 1;
+	snprintf(why, n,
+		 "rank %d gives %llu bytes of xp_dtype_t %u (xp_op_t %u) where this rank gives "
+		 "%llu bytes of xp_dtype_t %u (xp_op_t %u): the members disagree on the count, "
+		 "the type or the operator",
+		 j, (unsigned long long)(got >> 16), (unsigned)(got >> 8 & 0xff),
+		 (unsigned)(got & 0xff), (unsigned long long)(want >> 16),
+		 (unsigned)(want >> 8 & 0xff), (unsigned)(want & 0xff));
+	return -EINVAL;
 }
 
-static int small(struct waiter *wt, void *buf, size_t bytes, size_t count,
-		 const struct xpi_combine *how, uint64_t call)
+/* The first step: this call's turn on the communicator, the header (and
+ * a small vector) out, every member's header checked; for a small vector
+ * the whole reduction. */
+static int begin_poll(struct xpi_sched *s, char *why, size_t n)
 {
-	xp_comm_t *comm = wt->comm;
-	struct area **a = (struct area **)comm->shm_areas;
-	int n = comm->size, me = comm->rank;
-	unsigned h = (unsigned)(call & 1);
-	uint64_t what = what_of(bytes, how);
-	memcpy(a[me]->small[h].data, buf, bytes);
-	a[me]->small[h].what = what;
-	atomic_store_explicit(&a[me]->small[h].call, call, memory_order_release);
+	xp_comm_t *comm = s->comm;
+	int members = comm->size, me = comm->rank;
+	unsigned h = (unsigned)(s->shm.number & 1);
+	size_t bytes = s->shm.count * s->how.elem;
+	bool is_small = bytes <= SMALL_MAX;
+	if (s->shm.phase == 0) {
+		if (atomic_load_explicit(&comm->shm_turn, memory_order_acquire) !=
+		    s->shm.number - 1)
+			return 0; /* a call made before it is under way */
+		struct area *mine = area(s, me);
+		if (is_small)
+			memcpy(mine->small[h].data, s->shm.buf, bytes);
+		mine->small[h].what = s->shm.what;
+		atomic_store_explicit(&mine->small[h].call, s->shm.number, memory_order_release);
+		s->shm.phase = 1;
+		s->shm.j = 0;
+	}
 	/* Two members: acc (op) in is the same bits either way round. */
-	uint8_t *acc = n == 2 ? buf : comm->shm_tmp;
-	for (int j = 0; j < n; j++) {
-		if (j == me && n == 2)
+	uint8_t *acc = members == 2 || !is_small ? s->shm.buf : comm->shm_tmp;
+	for (; s->shm.j < members; s->shm.j++) {
+		int j = s->shm.j;
+		if (j == me && (members == 2 || !is_small))
 			continue;
-		int rc = header_of(wt, j, call, h, what);
-		if (rc < 0)
+		int rc = header_of(s, j, why, n);
+		if (rc <= 0)
 			return rc;
-		if (j == 0 && n > 2)
-			memcpy(acc, a[0]->small[h].data, bytes);
+		if (!is_small || bytes == 0)
+			continue;
+		if (j == 0 && members > 2)
+			memcpy(acc, area(s, 0)->small[h].data, bytes);
 		else
-			how->fn(acc, a[j]->small[h].data, count, how);
+			s->how.fn(acc, area(s, j)->small[h].data, s->shm.count, &s->how);
 	}
-	if (acc != buf)
-		memcpy(buf, acc, bytes);
-	return 0;
+	if (acc != s->shm.buf)
+		memcpy(s->shm.buf, acc, bytes);
+	return 1;
 }
 
 /* Slice @j of @n of @count elements: first element and length. */
@@ -330,87 +293,98 @@ static void slice_of(size_t count, int n, int j, size_t *first, size_t *len)
 	*len = base + (jj < extra ? 1 : 0);
 }
 
-static int large(struct waiter *wt, uint8_t *buf, size_t count, const struct xpi_combine *how,
-		 uint64_t call)
+/* A chunk: step k of the schedule is chunk k - 1 of the vector. */
+static int chunk_poll(struct xpi_sched *s, char *why, size_t n)
 {
-	xp_comm_t *comm = wt->comm;
-	struct area **a = (struct area **)comm->shm_areas;
-	int n = comm->size, me = comm->rank;
-	size_t elem = how->elem, per = CHUNK / elem;
-	unsigned h = (unsigned)(call & 1);
-	uint64_t what = what_of(count * elem, how);
-	a[me]->small[h].what = what;
-	atomic_store_explicit(&a[me]->small[h].call, call, memory_order_release);
-	for (int j = 0; j < n; j++) {
-		int rc = j == me ? 0 : header_of(wt, j, call, h, what);
-		if (rc < 0)
-			return rc;
-	}
-	for (size_t at = 0; at < count; at += per) {
-		size_t c = count - at < per ? count - at : per, first, len;
-		uint64_t g = ++comm->shm_chunks;
-		unsigned b = (unsigned)(g & 1);
-		uint8_t *mine = a[me]->chunk[b], *src = buf + at * elem;
-		slice_of(c, n, me, &first, &len);
-		uint8_t *res = src + first * elem;
+	(void)why;
+	(void)n;
+	xp_comm_t *comm = s->comm;
+	int members = comm->size, me = comm->rank;
+	size_t elem = s->how.elem, per = CHUNK / elem, at = (size_t)(s->cur - 1) * per;
+	size_t c = s->shm.count - at < per ? s->shm.count - at : per, first, len;
+	uint8_t *src = s->shm.buf + at * elem;
+	slice_of(c, members, me, &first, &len);
+	uint8_t *res = src + first * elem;
+	if (s->shm.phase < 2) { /* a chunk's first poll */
+		s->shm.chunk = ++comm->shm_chunks;
+		uint8_t *mine = area(s, me)->chunk[s->shm.chunk & 1];
 		/* In: the others' slices only; this member reduces its own from
 		 * the program's vector. */
 		memcpy(mine, src, first * elem);
 		memcpy(mine + (first + len) * elem, res + len * elem, (c - first - len) * elem);
-		atomic_store_explicit(&a[me]->in, g, memory_order_release);
-		/* In member order, so that a slice is the same bits whoever
-		 * reduces it (two members: acc (op) in either way round). */
-		uint8_t *acc = n == 2 ? res : comm->shm_tmp;
-		for (int j = 0; j < n; j++) {
-			const uint8_t *in = res;
-			if (j == me && n == 2)
-				continue;
-			if (j != me) {
-				int rc = wait_for(wt, &a[j]->in, g, j, "chunk");
-				if (rc < 0)
-					return rc;
-				in = a[j]->chunk[b] + first * elem;
-			}
-			if (len == 0)
-				continue;
-			if (j == 0 && n > 2)
-				memcpy(acc, in, len * elem);
-			else
-				how->fn(acc, in, len, how);
+		atomic_store_explicit(&area(s, me)->in, s->shm.chunk, memory_order_release);
+		s->shm.phase = 2;
+		s->shm.j = 0;
+	}
+	uint64_t g = s->shm.chunk;
+	unsigned b = (unsigned)(g & 1);
+	/* In member order, so that a slice is the same bits whoever reduces
+	 * it (two members: acc (op) in either way round). */
+	uint8_t *acc = members == 2 ? res : comm->shm_tmp;
+	for (; s->shm.phase == 2 && s->shm.j < members; s->shm.j++) {
+		int j = s->shm.j;
+		const uint8_t *in = res;
+		if (j == me && members == 2)
+			continue;
+		if (j != me) {
+			if (!reached(&area(s, j)->in, g))
+				return 0;
+			in = area(s, j)->chunk[b] + first * elem;
 		}
+		if (len == 0)
+			continue;
+		if (j == 0 && members > 2)
+			memcpy(acc, in, len * elem);
+		else
+			s->how.fn(acc, in, len, &s->how);
+	}
+	if (s->shm.phase == 2) {
 		if (acc != res && len > 0)
 			memcpy(res, acc, len * elem);
 		/* Out: the reduced slice where the others copy it from. */
-		memcpy(mine + first * elem, res, len * elem);
-		atomic_store_explicit(&a[me]->out, g, memory_order_release);
-		for (int j = 0; j < n; j++) {
-			if (j == me)
-				continue;
-			int rc = wait_for(wt, &a[j]->out, g, j, "reduced slice");
-			if (rc < 0)
-				return rc;
-			slice_of(c, n, j, &first, &len);
-			memcpy(src + first * elem, a[j]->chunk[b] + first * elem, len * elem);
-		}
+		memcpy(area(s, me)->chunk[b] + first * elem, res, len * elem);
+		atomic_store_explicit(&area(s, me)->out, g, memory_order_release);
+		s->shm.phase = 3;
+		s->shm.j = 0;
 	}
-	return 0;
+	for (; s->shm.j < members; s->shm.j++) {
+		int j = s->shm.j;
+		if (j == me)
+			continue;
+		if (!reached(&area(s, j)->out, g))
+			return 0;
+		slice_of(c, members, j, &first, &len);
+		memcpy(src + first * elem, area(s, j)->chunk[b] + first * elem, len * elem);
+	}
+	s->shm.phase = 1; /* the next chunk's first poll */
+	return 1;
 }
 
-int xpi_shmcoll_allreduce(xp_comm_t *comm, void *buf, size_t count, const struct xpi_combine *how,
-			  const char *call)
+/* Whatever happened: the call is over here, the next may go. */
+static void call_over(struct xpi_sched *s)
 {
-	struct waiter wt = {
-		.comm = comm,
-		.call = call,
-		.deadline = xpi_now_ns() + (int64_t)comm->ctx->cfg.timeout_ms * 1000000,
-	};
-	size_t bytes = count * how->elem;
-	uint64_t number = ++comm->shm_calls;
-	int rc = bytes <= SMALL_MAX ? small(&wt, buf, bytes, count, how, number) :
-				      large(&wt, buf, count, how, number);
-	/* Done with the others' areas, whether or not the call worked: who
-	 * takes the channel next may write over them. */
-	struct area *mine = comm->shm_areas[comm->rank];
-	atomic_store_explicit(&mine->done, number, memory_order_release);
+	xp_comm_t *comm = s->comm;
+	atomic_store_explicit(&area(s, comm->rank)->done, s->shm.number, memory_order_release);
+	uint64_t before = s->shm.number - 1;
+	atomic_compare_exchange_strong_explicit(&comm->shm_turn, &before, s->shm.number,
+						memory_order_release, memory_order_relaxed);
+}
+
+int xpi_shmcoll_build(struct xpi_sched *s, void *buf, size_t count)
+{
+	xp_comm_t *comm = s->comm;
+	size_t bytes = count * s->how.elem;
+	s->shm.buf = buf;
+	s->shm.count = count;
+	s->shm.number = ++comm->shm_calls;
+	s->shm.what = (uint64_t)bytes << 16 | (uint64_t)(s->how.dtype & 0xff) << 8 |
+		      (uint64_t)(s->how.op & 0xff);
+	s->cleanup = call_over;
+	int rc = xpi_sched_poll_step(s, 0, begin_poll);
+	if (bytes <= SMALL_MAX)
+		return rc;
+	size_t per = CHUNK / s->how.elem;
+	for (size_t at = 0, k = 1; rc == 0 && at < count; at += per, k++)
+		rc = xpi_sched_poll_step(s, (unsigned)k, chunk_poll);
 	return rc;
 }

@@ -213,6 +213,9 @@ struct xp_comm {
 	void *shm_tmp;
 	uint64_t shm_calls, shm_chunks;
 	uint64_t shm_first_call; /* shm_calls when it began */
+	/* The last call finished: calls run in order, and whichever thread
+	 * runs the next one sees what the last one wrote (release, acquire). */
+	_Atomic uint64_t shm_turn;
 };
 
 /* Point-to-point in a communicator's collective tag space (p2p.c), for
@@ -325,6 +328,9 @@ struct xp_context {
 	 * each), which only that rank writes; NULL if this rank cannot see
 	 * it. Set by the backend that has such memory (src/shm); NULL: none. */
 	void *(*host_area)(void *tl, int rank, unsigned channel);
+	/* Whether world ranks @a and @b map each other's areas, as every rank
+	 * of the job knows alike (the backend's setup agreed on it). */
+	bool (*host_pair)(void *tl, int a, int b);
 	void *host_area_tl;
 	/* The collectives in progress on this rank (src/coll/sched.c), under
 	 * comm_lock: whoever waits for one runs them all, so two ranks waiting

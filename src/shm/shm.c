@@ -29,6 +29,15 @@ static size_t coll_areas_at(int nranks)
 	return (at + 4095) & ~(size_t)4095;
 }
 
+bool xpi_shm_coll_pair(void *tl, int a, int b)
+{
+	struct xpi_shm *s = tl;
+	size_t n = (size_t)s->ctx->size;
+	if (s->mapped == NULL || a < 0 || b < 0 || (size_t)a >= n || (size_t)b >= n || a == b)
+		return false;
+	return s->mapped[(size_t)a * n + (size_t)b] && s->mapped[(size_t)b * n + (size_t)a];
+}
+
 size_t xpi_shm_seg_size(int nranks)
 {
 	return coll_areas_at(nranks) + (size_t)XPI_COLL_CHANNELS * XPI_COLL_AREA;
@@ -40,8 +49,9 @@ void *xpi_shm_coll_area(void *tl, int rank, unsigned channel)
 	xp_context_t *ctx = s->ctx;
 	if (channel >= XPI_COLL_CHANNELS || rank < 0 || rank >= ctx->size)
 		return NULL;
+	/* A dead peer's segment stays mapped: its area reads as it was left. */
 	struct shm_seg *seg = rank == ctx->rank ? s->mine : s->peers[rank].seg;
-	if (seg == NULL || (rank != ctx->rank && s->peers[rank].dead))
+	if (seg == NULL)
 		return NULL;
 	return (uint8_t *)seg + coll_areas_at(ctx->size) + (size_t)channel * XPI_COLL_AREA;
 }

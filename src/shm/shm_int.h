@@ -118,6 +118,9 @@ struct xpi_shm {
 	unsigned streams; /* bulk streams under way, either way */
 	uint64_t cma_min; /* rendezvous from this size read by cross-memory attach */
 	uint8_t *scratch;
+	/* Which ranks mapped whose segment (row a: rank a's), as the setup's
+	 * allgather gave every rank alike: ctx->host_pair. */
+	uint8_t *mapped;
 	int64_t next_liveness_ns;
 	uint32_t polls; /* progress calls, to look at the clock now and then */
 };
@@ -127,6 +130,7 @@ struct shm_bulk *xpi_shm_bulk(struct shm_seg *seg, int nranks, int src);
 void xpi_shm_destroy(void *tlp);
 /* ctx->host_area: world rank @rank's collective area on @channel. */
 void *xpi_shm_coll_area(void *tl, int rank, unsigned channel);
+bool xpi_shm_coll_pair(void *tl, int a, int b);
 /* The doorbell FIFO's path beside a segment, for its creator @pid, @rank. */
 void xpi_shm_bell_path(char *out, size_t len, pid_t pid, int rank);
 

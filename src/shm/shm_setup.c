@@ -28,8 +28,10 @@ void xpi_shm_destroy(void *tlp)
 	struct xpi_shm *s = tlp;
 	if (s->ctx != NULL && s->ctx->host_area_tl == s) {
 		s->ctx->host_area = NULL;
+		s->ctx->host_pair = NULL;
 		s->ctx->host_area_tl = NULL;
 	}
+	free(s->mapped);
 	for (uint32_t idx = 0; idx < NRNDV; idx++)
 		if (s->rndv_req[idx] != NULL)
 			xpi_request_put(s->rndv_req[idx]);
@@ -274,7 +276,10 @@ unlink:
 	rc = xpi_context_add_tl(ctx, &xpi_shm_ops, s);
 	if (rc < 0)
 		goto out;
+	s->mapped = all_ok;
+	all_ok = NULL;
 	ctx->host_area = xpi_shm_coll_area;
+	ctx->host_pair = xpi_shm_coll_pair;
 	ctx->host_area_tl = s;
 	s = NULL; /* the context owns it now; the core points the peers' lanes at it */
 	rc = 0;
