@@ -322,14 +322,20 @@ static void advance(struct xpi_sched *s)
 				return;
 			}
 		}
-		xp_progress(s->comm->ctx);
-		int rc = collect(s, why, sizeof(why));
 		const struct xpi_sched_step *cur = &s->steps[s->cur];
-		if (rc == 0 && cur->poll != NULL) {
+		int rc;
+		if (cur->poll != NULL) {
+			/* Polled first: progress only while it waits (for the rank's
+			 * messages, and word of lost members). */
 			rc = cur->poll(s, why, sizeof(why));
 			s->pending = rc == 0; /* waiting, as for a message */
+			if (rc == 0)
+				xp_progress(s->comm->ctx);
 			if (rc > 0)
 				rc = 0;
+		} else {
+			xp_progress(s->comm->ctx);
+			rc = collect(s, why, sizeof(why));
 		}
 		if (rc < 0) {
 			/* A step that failed because some member died: name that one
