@@ -6,9 +6,10 @@
  * says that the members disagree and names the rank that differs. Ranks
  * that see nothing wrong themselves fail at the timeout, naming the step.
  *
- * In-process ranks (messages), and under xprun over shared memory
- * (xprun -n 4 test_coll_mismatch), where a blocking allreduce sends no
- * message and the members compare each other's headers in shared memory.
+ * In-process ranks, and under xprun over shared memory (xprun -n 4
+ * test_coll_mismatch): an allreduce there sends no message, and the
+ * members compare each other's headers in shared memory (plain memory for
+ * in-process ranks).
  */
 #include <errno.h>
 #include <stdatomic.h>

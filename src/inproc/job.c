@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,6 +16,23 @@
 #include "ring.h"
 
 #define MAX_LOCAL_RANKS 4096
+/* Jobs of up to this many ranks get the collectives' areas. */
+#define MAX_AREA_RANKS 256
+
+static void *coll_area(void *tl, int rank, unsigned channel)
+{
+	struct xp_local_job *job = tl;
+	if (job->coll_areas == NULL || rank < 0 || rank >= job->n || channel >= XPI_COLL_CHANNELS)
+		return NULL;
+	return job->coll_areas + ((size_t)rank * XPI_COLL_CHANNELS + channel) * XPI_COLL_AREA;
+}
+
+/* Every rank of the job sees every other's memory. */
+static bool coll_pair(void *tl, int a, int b)
+{
+	struct xp_local_job *job = tl;
+	return job->coll_areas != NULL && a != b && a >= 0 && b >= 0 && a < job->n && b < job->n;
+}
 
 static void job_free(struct xp_local_job *job)
 {
@@ -40,6 +58,8 @@ static void job_free(struct xp_local_job *job)
 			free(job->tls[i].scratch);
 		}
 	}
+	if (job->coll_areas != NULL)
+		munmap(job->coll_areas, job->coll_areas_len);
 	free(job->rings);
 	free(job->pools);
 	free((void *)job->oob_slots);
@@ -67,6 +87,12 @@ int xpi_local_job_create(int n, const struct xpi_config *cfg, xp_local_job_t **o
 	if (job->ctxs == NULL || job->tls == NULL || job->rings == NULL || job->pools == NULL ||
 	    job->oob_slots == NULL)
 		goto fail;
+	if (n > 1 && n <= MAX_AREA_RANKS) {
+		job->coll_areas_len = (size_t)n * XPI_COLL_CHANNELS * XPI_COLL_AREA;
+		void *p = mmap(NULL, job->coll_areas_len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		job->coll_areas = p == MAP_FAILED ? NULL : p; /* without: messages */
+	}
 	for (int i = 0; i < n; i++) {
 		struct xpi_inproc *ip = &job->tls[i];
 		ip->job = job;
@@ -87,6 +113,11 @@ int xpi_local_job_create(int n, const struct xpi_config *cfg, xp_local_job_t **o
 		job->ctxs[i]->owned_by_job = true;
 		job->ctxs[i]->sleepers_barrier = job->asym_barrier;
 		xpi_context_set_ranks_here(job->ctxs[i], n);
+		if (job->coll_areas != NULL) {
+			job->ctxs[i]->host_area = coll_area;
+			job->ctxs[i]->host_pair = coll_pair;
+			job->ctxs[i]->host_area_tl = job;
+		}
 		rc = xpi_context_add_tl(job->ctxs[i], &xpi_inproc_ops, ip);
 		if (rc < 0)
 			goto fail;

@@ -43,6 +43,11 @@ struct xp_local_job {
 	/* Out-of-band barrier and allgather among the job's threads (oob.c). */
 	_Atomic int oob_count, oob_gen;
 	_Atomic(const void *) *oob_slots;
+	/* The collectives' areas (ctx->host_area): XPI_COLL_CHANNELS of
+	 * XPI_COLL_AREA bytes per rank, mapped untouched (pages come as they
+	 * are written); NULL for jobs too large for them. */
+	uint8_t *coll_areas;
+	size_t coll_areas_len;
 };
 
 void xpi_ring_drain(struct xpi_ring *ring);
