@@ -187,6 +187,7 @@ static void test_kernels(void)
 {
 	enum { MAXN = 1023 + 2 * GUARD + 1 };
 	static uint64_t accbuf[MAXN], inbuf[MAXN], orig[MAXN], inv[MAXN];
+	static uint64_t onebuf[MAXN], outbuf[MAXN];
 	for (size_t ti = 0; ti < ARRAY_SIZE(work_types); ti++) {
 		xp_dtype_t t = work_types[ti];
 		for (int op = 0; op < XP_OP_COUNT; op++) {
@@ -225,6 +226,33 @@ static void test_kernels(void)
 							       ao - GUARD, io, (long)i - (long)ao,
 							       (unsigned long long)orig[i],
 							       (unsigned long long)inv[i],
+							       (unsigned long long)got,
+							       (unsigned long long)want);
+					}
+					/* The three-operand form: the same result in
+					 * another buffer, from the first operand
+					 * where it is; nothing outside written. */
+					for (size_t i = 0; i < total; i++) {
+						put_bits(t, onebuf, i, orig[i]);
+						put_bits(t, outbuf, i, inv[i]);
+					}
+					xpi_reduce3((uint8_t *)outbuf + ao * xp_dtype_size(t),
+						    (uint8_t *)onebuf + ao * xp_dtype_size(t),
+						    (uint8_t *)inbuf + io * xp_dtype_size(t), n, t,
+						    (xp_op_t)op);
+					for (size_t i = 0; i < total; i++) {
+						uint64_t got = get_bits(t, outbuf, i);
+						bool in_range = i >= ao && i < ao + n;
+						uint64_t want = in_range ? get_bits(t, accbuf, i) :
+									   inv[i] & width_mask(t);
+						/* (A NaN's payload may come from either
+						 * operand of a sum or product.) */
+						if (in_range ? !same_result(t, got, want) :
+							       got != want)
+							T_FAIL("%s %s n=%zu: xpi_reduce3 [%ld] is "
+							       "%#llx, xpi_reduce gave %#llx",
+							       dtype_name[t], op_name[op], n,
+							       (long)i - (long)ao,
 							       (unsigned long long)got,
 							       (unsigned long long)want);
 					}

@@ -99,24 +99,37 @@ static size_t seg_of(const struct ring_pipe *rp, unsigned j, size_t len, size_t 
 	return at;
 }
 
+/* Where a ring step's blocks are: sent from @from, received (or reduced)
+ * into @base; reduced with the first operand from @one if set (the
+ * input, where it is apart from the result), else in place. */
+struct ring_bufs {
+	const uint8_t *from, *one;
+	uint8_t *base;
+};
+
 /*
  * Ring step @k: block (@sfirst, @slen) to the right, block (@rfirst,
  * @rlen) from the left, segment by segment; reduced into @base when
  * @reduce, else received in place.
  */
 static int ring_step(struct xpi_sched *s, struct ring_pipe *rp, unsigned k, int right, int left,
-		     uint8_t *base, size_t sfirst, size_t slen, size_t rfirst, size_t rlen,
-		     bool reduce)
+		     const struct ring_bufs *b, size_t sfirst, size_t slen, size_t rfirst,
+		     size_t rlen, bool reduce)
 {
 	size_t elem = s->how.elem;
 	int rc = 0;
 	for (unsigned j = 0; rc == 0 && j < rp->nseg; j++) {
 		size_t sn, rn, sat = seg_of(rp, j, slen, &sn), rat = seg_of(rp, j, rlen, &rn);
-		uint8_t *rbuf = reduce ? rp->tmp[rp->turn] : base + (rfirst + rat) * elem;
-		rc = xpi_sched_sendrecv(s, k * rp->nseg + j, right, base + (sfirst + sat) * elem,
+		uint8_t *rbuf = reduce ? rp->tmp[rp->turn] : b->base + (rfirst + rat) * elem;
+		rc = xpi_sched_sendrecv(s, k * rp->nseg + j, right, b->from + (sfirst + sat) * elem,
 					sn * elem, left, rbuf, rn * elem);
+		if (rc == 0 && reduce && rn > 0 && b->one != NULL) {
+			xpi_sched_combine3(s, b->base + (rfirst + rat) * elem,
+					   b->one + (rfirst + rat) * elem, rbuf, rn);
+		} else if (rc == 0 && reduce && rn > 0) {
+			xpi_sched_combine(s, b->base + (rfirst + rat) * elem, rbuf, rn);
+		}
 		if (rc == 0 && reduce && rn > 0) {
-			xpi_sched_combine(s, base + (rfirst + rat) * elem, rbuf, rn);
 			if (rp->nseg > 1)
 				xpi_sched_early_next(s);
 			rp->turn ^= 1;
@@ -129,9 +142,11 @@ static int ring_step(struct xpi_sched *s, struct ring_pipe *rp, unsigned k, int 
  * Each member sends 2(p-1)/p of the vector and receives as much, for any
  * p, in 2(p-1) steps of a block each, pipelined in segments (ring_pipe).
  */
-int xpi_build_allreduce_ring(struct xpi_sched *s, void *buf, size_t count)
+int xpi_build_allreduce_ring(struct xpi_sched *s, void *buf, const void *src, size_t count)
 {
 	int p = s->gsize, r = s->grank, rc = 0;
+	if (src != NULL && p == 1 && count > 0)
+		memcpy(buf, src, count * s->how.elem);
 	if (p == 1 || count == 0)
 		return 0;
 	int right = (r + 1) % p, left = (r + p - 1) % p;
@@ -140,18 +155,25 @@ int xpi_build_allreduce_ring(struct xpi_sched *s, void *buf, size_t count)
 	if (ring_pipe_init(s, &rp, (count + (size_t)p - 1) / (size_t)p, 2 * p) < 0)
 		return -ENOMEM;
 	/* Reduce-scatter: after step k, block (r - k - 1) holds k + 2
-	 * members' contributions; at the end block (r + 1) is complete. */
+	 * members' contributions; at the end block (r + 1) is complete. With
+	 * the input apart, step 0 sends this member's own block from it, and
+	 * every reduction reads its block there: each block of the result is
+	 * written once, by its reduction here or its arrival in the allgather
+	 * (block r), so nothing is copied in first. */
+	struct ring_bufs b = { .from = buf, .one = src, .base = buf };
 	for (int k = 0; rc == 0 && k < p - 1; k++) {
 		block_of(count, p, (r - k + p) % p, &sfirst, &slen);
 		block_of(count, p, (r - k - 1 + p) % p, &rfirst, &rlen);
-		rc = ring_step(s, &rp, (unsigned)k, right, left, buf, sfirst, slen, rfirst, rlen,
+		b.from = k == 0 && src != NULL ? src : buf;
+		rc = ring_step(s, &rp, (unsigned)k, right, left, &b, sfirst, slen, rfirst, rlen,
 			       true);
 	}
 	/* Allgather: the complete blocks around. */
+	b.from = buf;
 	for (int k = 0; rc == 0 && k < p - 1; k++) {
 		block_of(count, p, (r + 1 - k + p) % p, &sfirst, &slen);
 		block_of(count, p, (r - k + p) % p, &rfirst, &rlen);
-		rc = ring_step(s, &rp, (unsigned)(p + k), right, left, buf, sfirst, slen, rfirst,
+		rc = ring_step(s, &rp, (unsigned)(p + k), right, left, &b, sfirst, slen, rfirst,
 			       rlen, false);
 	}
 	return rc;
@@ -168,10 +190,11 @@ int xpi_build_reduce_scatter_ring(struct xpi_sched *s, void *buf, size_t block)
 		return -ENOMEM;
 	/* As the allreduce ring, the blocks shifted by one so that the block
 	 * complete here at the end is this member's own. */
+	const struct ring_bufs b = { .from = buf, .base = buf };
 	for (int k = 0; rc == 0 && k < p - 1; k++) {
 		size_t sb = (size_t)((r - k - 1 + 2 * p) % p),
 		       rb = (size_t)((r - k - 2 + 2 * p) % p);
-		rc = ring_step(s, &rp, (unsigned)k, right, left, buf, sb * block, block, rb * block,
+		rc = ring_step(s, &rp, (unsigned)k, right, left, &b, sb * block, block, rb * block,
 			       block, true);
 	}
 	return rc;

@@ -27,8 +27,9 @@ int xpi_build_allreduce_rd(struct xpi_sched *s, void *buf, size_t count);
  * fewer elements than the power of two some blocks are empty). */
 int xpi_build_allreduce_rabenseifner(struct xpi_sched *s, void *buf, size_t count);
 /* Ring: reduce-scatter then allgather, 2(p-1) steps of 1/p of the vector
- * each; bandwidth-optimal, for large vectors. */
-int xpi_build_allreduce_ring(struct xpi_sched *s, void *buf, size_t count);
+ * each; bandwidth-optimal, for large vectors. With @src not NULL, the
+ * input is there (@buf, the result, need not hold it). */
+int xpi_build_allreduce_ring(struct xpi_sched *s, void *buf, const void *src, size_t count);
 /* The ring's first half on size blocks of @block elements: afterwards
  * block r of @buf is complete at member r. */
 int xpi_build_reduce_scatter_ring(struct xpi_sched *s, void *buf, size_t block);
@@ -62,14 +63,14 @@ int xpi_build_allreduce_hierarchical(struct xpi_sched *s, void *buf, size_t coun
 
 /* Allreduce over shared memory (shmcoll.c), when every pair of a
  * communicator's members maps each other's shm segment: whether it can
- * (every member decides alike); the steps of one call, in place on
- * @count elements of the working type at @buf (s->how set); each
+ * (every member decides alike); the steps of one call on @count elements
+ * of the working type into @buf, from @src if not NULL (s->how set); each
  * channel's highest numbers in this rank's area, for a new communicator's
  * start (the highest over its members'), and that start, once it has its
  * channel (waits until the channel's previous readers are done); the
  * channel given back as the communicator is freed. */
 bool xpi_shmcoll_possible(xp_comm_t *comm);
-int xpi_shmcoll_build(struct xpi_sched *s, void *buf, size_t count);
+int xpi_shmcoll_build(struct xpi_sched *s, void *buf, const void *src, size_t count);
 void xpi_shmcoll_highest(xp_context_t *ctx, uint64_t *calls, uint64_t *chunks);
 int xpi_shmcoll_join(xp_comm_t *comm, uint64_t calls, uint64_t chunks);
 void xpi_shmcoll_release(xp_comm_t *comm);

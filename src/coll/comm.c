@@ -84,7 +84,7 @@ static int agree_id(xp_comm_t *parent, const char *call, struct choice *ch)
 	struct xpi_sched *s = xpi_sched_new(parent, XPI_COLL_COMM, call);
 	if (s == NULL)
 		return -ENOMEM;
-	s->how = (struct xpi_combine){ agree_combine, sizeof(ag), 0, 0 };
+	s->how = (struct xpi_combine){ .fn = agree_combine, .elem = sizeof(ag) };
 	int rc = xpi_coll_go(s, xpi_build_allreduce_rd(s, &ag, 1), NULL);
 	if (rc < 0)
 		return rc;

@@ -51,7 +51,7 @@ int xpi_build_allreduce_hierarchical(struct xpi_sched *c, void *buf, size_t coun
 	if (rc == 0 && myleader >= 0) {
 		xpi_sched_group(c, leaders, nleaders, myleader, PHASE_STEPS);
 		if (across == XP_ALLREDUCE_RING)
-			rc = xpi_build_allreduce_ring(c, buf, count);
+			rc = xpi_build_allreduce_ring(c, buf, NULL, count);
 		else if (across == XP_ALLREDUCE_RABENSEIFNER)
 			rc = xpi_build_allreduce_rabenseifner(c, buf, count);
 		else

@@ -55,6 +55,13 @@ static void combine_kernel(void *acc, const void *in, size_t count, const struct
 		   how->op == XP_AVG ? XP_SUM : (xp_op_t)how->op);
 }
 
+static void combine3_kernel(void *out, const void *one, const void *in, size_t count,
+			    const struct xpi_combine *how)
+{
+	xpi_reduce3(out, one, in, count, (xp_dtype_t)how->dtype,
+		    how->op == XP_AVG ? XP_SUM : (xp_op_t)how->op);
+}
+
 /* @count elements of the working type at @src to @dst in type @dt: the
  * one rounding of float16 and bfloat16. */
 static void from_work(void *dst, const void *src, size_t count, xp_dtype_t dt)
@@ -82,20 +89,27 @@ static void reduction_finish(struct xpi_sched *s)
  * The vector to reduce, in the working type: @dst itself when that is the
  * working type (the input copied there first unless in place), else a
  * float32 copy of the input in the schedule's scratch. Sets how and fin.
+ * With @in_out not NULL, an input the algorithm can read where it is is
+ * not copied: *@in_out says where (NULL: it is in the vector returned).
  */
-static void *work_begin(struct xpi_sched *s, const void *src, void *dst, size_t count,
-			xp_dtype_t dt, xp_op_t op)
+static void *work_begin_src(struct xpi_sched *s, const void *src, void *dst, size_t count,
+			    xp_dtype_t dt, xp_op_t op, const void **in_out)
 {
 	xp_dtype_t work = xpi_reduce_work_type(dt);
-	s->how = (struct xpi_combine){ combine_kernel, xp_dtype_size(work), work, op };
+	s->how = (struct xpi_combine){ combine_kernel, combine3_kernel, xp_dtype_size(work), work,
+				       op };
 	s->finish = reduction_finish;
 	s->fin.dst = dst;
 	s->fin.count = count;
 	s->fin.dtype = dt;
 	s->fin.op = op;
 	const void *in = src == XP_IN_PLACE ? dst : src;
+	if (in_out != NULL)
+		*in_out = NULL;
 	if (work == dt && dst != NULL) {
-		if (in != dst && count > 0)
+		if (in != dst && count > 0 && in_out != NULL)
+			*in_out = in;
+		else if (in != dst && count > 0)
 			memcpy(dst, in, count * xp_dtype_size(dt));
 		s->fin.work = dst;
 		return dst;
@@ -111,6 +125,12 @@ static void *work_begin(struct xpi_sched *s, const void *src, void *dst, size_t 
 		memcpy(buf, in, count * xp_dtype_size(dt));
 	s->fin.work = buf;
 	return buf;
+}
+
+static void *work_begin(struct xpi_sched *s, const void *src, void *dst, size_t count,
+			xp_dtype_t dt, xp_op_t op)
+{
+	return work_begin_src(s, src, dst, count, dt, op, NULL);
 }
 
 static int check_reduction(const char *call, const xp_comm_t *comm, const void *sendbuf,
@@ -139,13 +159,7 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 		return rc;
 	if (algo < XP_ALLREDUCE_AUTO || algo >= XP_ALLREDUCE_ALGO_COUNT)
 		return xpi_coll_bad(call, comm, "not an enum xp_allreduce_algo");
-	struct xpi_sched *s = xpi_sched_new(comm, XPI_COLL_ALLREDUCE, call);
-	if (s == NULL)
-		return -ENOMEM;
-	void *buf = work_begin(s, sendbuf, recvbuf, count, dtype, op);
-	if (buf == NULL)
-		return xpi_coll_go(s, -ENOMEM, req);
-	size_t bytes = count * s->how.elem;
+	size_t bytes = count * xp_dtype_size(xpi_reduce_work_type(dtype));
 	struct xpi_allreduce_plan plan;
 	xpi_allreduce_choose(comm, bytes, count, &plan);
 	if (algo != XP_ALLREDUCE_AUTO &&
@@ -168,10 +182,24 @@ static int allreduce(xp_comm_t *comm, const void *sendbuf, void *recvbuf, size_t
 			plan.forced ? "XP_ALLREDUCE_ALGO" : "chosen", plan.t_rd_ns / 1000,
 			plan.t_ring_ns / 1000, plan.t_rab_ns / 1000, plan.t_hier_ns / 1000,
 			plan.t_shm_ns / 1000);
+	struct xpi_sched *s = xpi_sched_new(comm, XPI_COLL_ALLREDUCE, call);
+	if (s == NULL)
+		return -ENOMEM;
+	/* The ring and shared memory read a separate input where it is: no
+	 * copy into the result first (the ring's first reduction writes every
+	 * block but one, which the allgather brings; shared memory copies in
+	 * from the input and out into the result). */
+	const void *src = NULL;
+	bool reads_apart =
+		plan.algo == XP_ALLREDUCE_RING || plan.algo == XP_ALLREDUCE_SHARED_MEMORY;
+	void *buf =
+		work_begin_src(s, sendbuf, recvbuf, count, dtype, op, reads_apart ? &src : NULL);
+	if (buf == NULL)
+		return xpi_coll_go(s, -ENOMEM, req);
 	if (plan.algo == XP_ALLREDUCE_SHARED_MEMORY)
-		rc = xpi_shmcoll_build(s, buf, count);
+		rc = xpi_shmcoll_build(s, buf, src, count);
 	else if (plan.algo == XP_ALLREDUCE_RING)
-		rc = xpi_build_allreduce_ring(s, buf, count);
+		rc = xpi_build_allreduce_ring(s, buf, src, count);
 	else if (plan.algo == XP_ALLREDUCE_HIERARCHICAL)
 		rc = xpi_build_allreduce_hierarchical(s, buf, count, plan.across);
 	else if (plan.algo == XP_ALLREDUCE_RABENSEIFNER)

@@ -87,6 +87,17 @@ BITCAST(f64_from, double, uint64_t)
 			T a = acc[i], b = in[i];                                                   \
 			acc[i] = (T)(EXPR);                                                        \
 		}                                                                                  \
+	}                                                                                          \
+	/* out[i] = EXPR(a, b) with a = one[i], b = two[i]. */                                     \
+	XPI_KERNEL_CLONES static void name##_3(void *restrict out_, const void *restrict one_,     \
+					       const void *restrict two_, size_t n)                \
+	{                                                                                          \
+		T *restrict out = out_;                                                            \
+		const T *restrict one = one_, *restrict two = two_;                                \
+		for (size_t i = 0; i < n; i++) {                                                   \
+			T a = one[i], b = two[i];                                                  \
+			out[i] = (T)(EXPR);                                                        \
+		}                                                                                  \
 	}
 
 /* Integer sums and products in the unsigned type of the same width: they
@@ -145,14 +156,25 @@ XPI_KERNEL(min_f64, double, FMIN(a, b, f64_bits, f64_from, F64_QNAN))
 XPI_KERNEL(max_f64, double, FMAX(a, b, f64_bits, f64_from, F64_QNAN))
 
 typedef void (*kernel_fn)(void *restrict acc, const void *restrict in, size_t n);
+typedef void (*kernel3_fn)(void *restrict out, const void *restrict one, const void *restrict two,
+			   size_t n);
 
-/* The kernel of each (work type, op); NULL for 16-bit types, which the
- * kernels never see. XP_AVG is XP_SUM until xpi_reduce_avg_finish. */
+/* The kernels of each (work type, op), two-operand and three; NULL for
+ * 16-bit types, which the kernels never see. XP_AVG is XP_SUM until
+ * xpi_reduce_avg_finish. */
+struct kernel_pair {
+	kernel_fn two;
+	kernel3_fn three;
+};
+#define K(name)                                                                                    \
+	{                                                                                          \
+		name, name##_3                                                                     \
+	}
 #define ROW(sum, prod, min, max)                                                                   \
 	{                                                                                          \
-		sum, prod, min, max, sum                                                           \
+		K(sum), K(prod), K(min), K(max), K(sum)                                            \
 	}
-static const kernel_fn kernels[XP_DTYPE_COUNT][XP_OP_COUNT] = {
+static const struct kernel_pair kernels[XP_DTYPE_COUNT][XP_OP_COUNT] = {
 	[XP_INT8] = ROW(sum_u8, prod_u8, min_i8, max_i8),
 	[XP_UINT8] = ROW(sum_u8, prod_u8, min_u8, max_u8),
 	[XP_INT32] = ROW(sum_u32, prod_u32, min_i32, max_i32),
@@ -163,16 +185,31 @@ static const kernel_fn kernels[XP_DTYPE_COUNT][XP_OP_COUNT] = {
 	[XP_FLOAT64] = ROW(sum_f64, prod_f64, min_f64, max_f64),
 };
 
-void xpi_reduce(void *restrict acc, const void *restrict in, size_t count, xp_dtype_t work,
-		xp_op_t op)
+/* The kernels of (@work, @op), or NULL: not a working type or operator
+ * (the callers check; asserted in debug builds). */
+static const struct kernel_pair *kernels_of(xp_dtype_t work, xp_op_t op)
 {
 	assert((unsigned)work < XP_DTYPE_COUNT && (unsigned)op < XP_OP_COUNT);
 	assert(work != XP_FLOAT16 && work != XP_BFLOAT16);
 	if ((unsigned)work >= XP_DTYPE_COUNT || (unsigned)op >= XP_OP_COUNT)
-		return;
-	kernel_fn fn = kernels[work][op];
-	if (fn != NULL && count > 0)
-		fn(acc, in, count);
+		return NULL;
+	return &kernels[work][op];
+}
+
+void xpi_reduce3(void *restrict out, const void *restrict one, const void *restrict two,
+		 size_t count, xp_dtype_t work, xp_op_t op)
+{
+	const struct kernel_pair *k = kernels_of(work, op);
+	if (k != NULL && k->three != NULL && count > 0)
+		k->three(out, one, two, count);
+}
+
+void xpi_reduce(void *restrict acc, const void *restrict in, size_t count, xp_dtype_t work,
+		xp_op_t op)
+{
+	const struct kernel_pair *k = kernels_of(work, op);
+	if (k != NULL && k->two != NULL && count > 0)
+		k->two(acc, in, count);
 }
 
 /* acc[i] = acc[i] / d with d of type D, truncating toward zero for integers

@@ -60,6 +60,10 @@ xp_dtype_t xpi_reduce_work_type(xp_dtype_t dt);
  */
 void xpi_reduce(void *restrict acc, const void *restrict in, size_t count, xp_dtype_t work,
 		xp_op_t op);
+/* The same, out[i] = one[i] (op) two[i]: the first operand read from
+ * elsewhere, which saves copying it into @out first. No two overlap. */
+void xpi_reduce3(void *restrict out, const void *restrict one, const void *restrict two,
+		 size_t count, xp_dtype_t work, xp_op_t op);
 
 /*
  * XP_AVG's last step: acc[i] /= @nranks (> 0) for i < @count, in the work

@@ -161,6 +161,13 @@ void xpi_sched_combine(struct xpi_sched *s, void *acc, const void *in, size_t co
 	st->count = count;
 }
 
+void xpi_sched_combine3(struct xpi_sched *s, void *out, const void *one, const void *in,
+			size_t count)
+{
+	xpi_sched_combine(s, out, in, count);
+	s->steps[s->nsteps - 1].one = one;
+}
+
 void xpi_sched_early_next(struct xpi_sched *s)
 {
 	s->steps[s->nsteps - 1].early_next = true;
@@ -378,7 +385,9 @@ static void advance(struct xpi_sched *s)
 				return;
 			}
 		}
-		if (st->count > 0)
+		if (st->count > 0 && st->one != NULL)
+			s->how.fn3(st->acc, st->one, st->in, st->count, &s->how);
+		else if (st->count > 0)
 			s->how.fn(st->acc, st->in, st->count, &s->how);
 	}
 }

@@ -43,6 +43,10 @@ enum xpi_coll_kind {
 /* How a reduction combines: acc = acc (op) in, @count elements. */
 struct xpi_combine {
 	void (*fn)(void *acc, const void *in, size_t count, const struct xpi_combine *how);
+	/* out = one (op) in, where the step has a first operand of its own
+	 * (NULL where no builder asks for it). */
+	void (*fn3)(void *out, const void *one, const void *in, size_t count,
+		    const struct xpi_combine *how);
 	size_t elem; /* bytes of one element */
 	int dtype, op;
 };
@@ -60,6 +64,7 @@ struct xpi_sched_step {
 	unsigned first, nops; /* its ops in the schedule's array */
 	unsigned tag;         /* the step's part of the tag */
 	void *acc;            /* then acc (op)= in, count elements, if count > 0 */
+	const void *one;      /* or, if set, acc = one (op) in */
 	const void *in;
 	size_t count;
 	/* The next step is posted before this one's reduction runs, so that
@@ -116,6 +121,7 @@ struct xpi_sched {
 	/* A shared-memory allreduce's state (shmcoll.c). */
 	struct {
 		uint8_t *buf;
+		const uint8_t *in; /* the input: buf, or apart from it */
 		size_t count;
 		uint64_t number, what;
 		int j; /* the member a step waits for */
@@ -154,8 +160,11 @@ int xpi_sched_add(struct xpi_sched *s, int member, bool send, void *buf, size_t 
 /* A step that polls (struct xpi_sched_step's poll). */
 int xpi_sched_poll_step(struct xpi_sched *s, unsigned step,
 			int (*poll)(struct xpi_sched *s, char *why, size_t n));
-/* After the last step: acc (op)= in over @count elements of s->how. */
+/* After the last step: acc (op)= in over @count elements of s->how; or
+ * out = one (op) in (s->how.fn3). */
 void xpi_sched_combine(struct xpi_sched *s, void *acc, const void *in, size_t count);
+void xpi_sched_combine3(struct xpi_sched *s, void *out, const void *one, const void *in,
+			size_t count);
 /* Lets the next step start before the last one's reduction (the
  * builder's promise that it does not depend on it). */
 void xpi_sched_early_next(struct xpi_sched *s);

@@ -258,13 +258,14 @@ static int begin_poll(struct xpi_sched *s, char *why, size_t n)
 			return 0; /* a call made before it is under way */
 		struct area *mine = area(s, me);
 		if (is_small)
-			memcpy(mine->small[h].data, s->shm.buf, bytes);
+			memcpy(mine->small[h].data, s->shm.in, bytes);
 		mine->small[h].what = s->shm.what;
 		atomic_store_explicit(&mine->small[h].call, s->shm.number, memory_order_release);
 		s->shm.phase = 1;
 		s->shm.j = 0;
 	}
-	/* Two members: acc (op) in is the same bits either way round. */
+	/* Two members: acc (op) in is the same bits either way round (but for
+	 * which operand a NaN's payload comes from). */
 	uint8_t *acc = members == 2 || !is_small ? s->shm.buf : comm->shm_tmp;
 	for (; s->shm.j < members; s->shm.j++) {
 		int j = s->shm.j;
@@ -277,6 +278,9 @@ static int begin_poll(struct xpi_sched *s, char *why, size_t n)
 			continue;
 		if (j == 0 && members > 2)
 			memcpy(acc, area(s, 0)->small[h].data, bytes);
+		else if (acc == s->shm.buf && s->shm.in != s->shm.buf)
+			s->how.fn3(acc, s->shm.in, area(s, j)->small[h].data, s->shm.count,
+				   &s->how); /* two members, the input apart */
 		else
 			s->how.fn(acc, area(s, j)->small[h].data, s->shm.count, &s->how);
 	}
@@ -302,16 +306,19 @@ static int chunk_poll(struct xpi_sched *s, char *why, size_t n)
 	int members = comm->size, me = comm->rank;
 	size_t elem = s->how.elem, per = CHUNK / elem, at = (size_t)(s->cur - 1) * per;
 	size_t c = s->shm.count - at < per ? s->shm.count - at : per, first, len;
-	uint8_t *src = s->shm.buf + at * elem;
+	/* The result's chunk, and the input's (the same, unless apart). */
+	uint8_t *dst = s->shm.buf + at * elem;
+	const uint8_t *src = s->shm.in + at * elem;
 	slice_of(c, members, me, &first, &len);
-	uint8_t *res = src + first * elem;
+	uint8_t *res = dst + first * elem;
+	const uint8_t *own = src + first * elem;
 	if (s->shm.phase < 2) { /* a chunk's first poll */
 		s->shm.chunk = ++comm->shm_chunks;
 		uint8_t *mine = area(s, me)->chunk[s->shm.chunk & 1];
 		/* In: the others' slices only; this member reduces its own from
 		 * the program's vector. */
 		memcpy(mine, src, first * elem);
-		memcpy(mine + (first + len) * elem, res + len * elem, (c - first - len) * elem);
+		memcpy(mine + (first + len) * elem, own + len * elem, (c - first - len) * elem);
 		atomic_store_explicit(&area(s, me)->in, s->shm.chunk, memory_order_release);
 		s->shm.phase = 2;
 		s->shm.j = 0;
@@ -323,7 +330,7 @@ static int chunk_poll(struct xpi_sched *s, char *why, size_t n)
 	uint8_t *acc = members == 2 ? res : comm->shm_tmp;
 	for (; s->shm.phase == 2 && s->shm.j < members; s->shm.j++) {
 		int j = s->shm.j;
-		const uint8_t *in = res;
+		const uint8_t *in = own;
 		if (j == me && members == 2)
 			continue;
 		if (j != me) {
@@ -335,6 +342,8 @@ static int chunk_poll(struct xpi_sched *s, char *why, size_t n)
 			continue;
 		if (j == 0 && members > 2)
 			memcpy(acc, in, len * elem);
+		else if (acc == res && own != res)
+			s->how.fn3(acc, own, in, len, &s->how); /* two members, the input apart */
 		else
 			s->how.fn(acc, in, len, &s->how);
 	}
@@ -354,7 +363,7 @@ static int chunk_poll(struct xpi_sched *s, char *why, size_t n)
 		if (!reached(&area(s, j)->out, g))
 			return 0;
 		slice_of(c, members, j, &first, &len);
-		memcpy(src + first * elem, area(s, j)->chunk[b] + first * elem, len * elem);
+		memcpy(dst + first * elem, area(s, j)->chunk[b] + first * elem, len * elem);
 	}
 	s->shm.phase = 1; /* the next chunk's first poll */
 	return 1;
@@ -370,11 +379,12 @@ static void call_over(struct xpi_sched *s)
 						memory_order_release, memory_order_relaxed);
 }
 
-int xpi_shmcoll_build(struct xpi_sched *s, void *buf, size_t count)
+int xpi_shmcoll_build(struct xpi_sched *s, void *buf, const void *src, size_t count)
 {
 	xp_comm_t *comm = s->comm;
 	size_t bytes = count * s->how.elem;
 	s->shm.buf = buf;
+	s->shm.in = src != NULL ? src : buf;
 	s->shm.count = count;
 	s->shm.number = ++comm->shm_calls;
 	s->shm.what = (uint64_t)bytes << 16 | (uint64_t)(s->how.dtype & 0xff) << 8 |
