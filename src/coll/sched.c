@@ -19,6 +19,9 @@
  * events, looking at least this often whether a member was lost. */
 #define YIELD_NS (1 * 1000000)
 #define NAP_NS (1 * 1000000)
+/* How long a collective that lost only members that finalized waits to
+ * see the member that died (shm notices a process gone within 100 ms). */
+#define LEFT_GRACE_NS (300 * 1000000LL)
 
 /* The schedule this thread freed last, kept for its next collective
  * (freed with the thread: the key's destructor). */
@@ -199,7 +202,7 @@ void xpi_sched_free(struct xpi_sched *s)
 /* A member of the communicator whose connection is lost, or -1: one
  * that died before one that finalized (which may only have left because
  * the collective failed on it first). */
-static int lost_member(const struct xpi_sched *s, char *why, size_t n)
+static int lost_member(const struct xpi_sched *s, char *why, size_t n, bool *left)
 {
 	xp_context_t *ctx = s->comm->ctx;
 	for (int pass = 0; pass < 2; pass++) {
@@ -207,6 +210,8 @@ static int lost_member(const struct xpi_sched *s, char *why, size_t n)
 			const struct xpi_peer *peer = &ctx->peers[xpi_comm_world_rank(s->comm, r)];
 			if (peer->failed != 0 && (pass == 1 || !peer->finalized)) {
 				snprintf(why, n, "%s", peer->failed_why);
+				if (left != NULL)
+					*left = pass == 1;
 				return r;
 			}
 		}
@@ -348,7 +353,9 @@ static void advance(struct xpi_sched *s)
 			/* A step that failed because some member died: name that one
 			 * (the step's own peer may only be its victim). */
 			char lost_why[128];
-			int lost = rc != -EINVAL ? lost_member(s, lost_why, sizeof(lost_why)) : -1;
+			int lost = rc != -EINVAL ?
+					   lost_member(s, lost_why, sizeof(lost_why), NULL) :
+					   -1;
 			if (lost >= 0)
 				fail(s, -EPIPE,
 				     "rank %d of it is lost (%s); the collective cannot "
@@ -360,7 +367,16 @@ static void advance(struct xpi_sched *s)
 		}
 		if (s->pending > 0) {
 			char lost_why[128];
-			int lost = lost_member(s, lost_why, sizeof(lost_why));
+			bool left = false;
+			int lost = lost_member(s, lost_why, sizeof(lost_why), &left);
+			/* Only members that finalized are gone: they left because the
+			 * collective failed on them, so the one that died is about to
+			 * be seen here too; give it a moment, to name it. */
+			int64_t now = left ? xpi_now_ns() : 0;
+			if (left && s->left_seen_ns == 0)
+				s->left_seen_ns = now;
+			if (left && now - s->left_seen_ns < LEFT_GRACE_NS)
+				lost = -1;
 			if (lost >= 0) {
 				fail(s, -EPIPE,
 				     "rank %d of it is lost (%s); the collective cannot "

@@ -106,8 +106,9 @@ struct xpi_sched {
 	xp_request_t **reqs; /* [ops of the widest step] */
 	xp_status_t *sts;    /* their statuses */
 	unsigned pending, reqs_cap;
-	int rc;           /* the first failure */
-	_Atomic int busy; /* a thread is running it */
+	int rc;               /* the first failure */
+	int64_t left_seen_ns; /* when only members that finalized were lost */
+	_Atomic int busy;     /* a thread is running it */
 	bool done, listed;
 	xp_request_t *req;                /* the program's handle */
 	void *scratch[XPI_SCHED_SCRATCH]; /* freed with the schedule */

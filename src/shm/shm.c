@@ -543,6 +543,10 @@ static void peer_died(struct xpi_shm *s, int peer, const char *why)
 {
 	struct shm_peer *p = &s->peers[peer];
 	p->dead = true;
+	/* One that finalized is lost but not the cause of anything (the
+	 * collectives name the one that died, not one that left after it). */
+	if (p->seg != NULL && atomic_load_explicit(&p->seg->finalized, memory_order_acquire))
+		s->ctx->peers[peer].finalized = true;
 	xpi_engine_peer_failed(s->ctx, peer, -ECONNRESET, why);
 	struct xpi_dlink *l;
 	while ((l = xpi_dlist_pop_head(&p->rx)) != NULL) {

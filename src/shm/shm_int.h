@@ -13,7 +13,7 @@
 #include "../core/slot_ring.h"
 
 #define SEG_MAGIC 0x58534547u /* "XSEG" */
-#define SEG_VERSION 4u
+#define SEG_VERSION 5u
 /* Rendezvous sends a rank may have announced and not yet handed over (all
  * peers together); the state words live in its segment, 16 B each. */
 #define NRNDV 65536u
@@ -59,6 +59,9 @@ struct shm_seg {
 	uint32_t magic, version;
 	uint32_t nranks;
 	int32_t pid;
+	/* Set as this rank's transport is torn down (xp_finalize): a peer that
+	 * then sees the process gone knows it left rather than died. */
+	_Atomic uint32_t finalized;
 	/* How many of our threads are asleep (or about to be) in ppoll over our
 	 * doorbell, a FIFO beside the segment: a peer that writes us
 	 * something and sees this non-zero writes a byte to it. */

@@ -32,6 +32,8 @@ void xpi_shm_destroy(void *tlp)
 		s->ctx->host_area_tl = NULL;
 	}
 	free(s->mapped);
+	if (s->mine != NULL)
+		atomic_store_explicit(&s->mine->finalized, 1, memory_order_release);
 	for (uint32_t idx = 0; idx < NRNDV; idx++)
 		if (s->rndv_req[idx] != NULL)
 			xpi_request_put(s->rndv_req[idx]);
