@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../core/clock.h"
 #include "../core/compiler.h"
@@ -19,6 +20,7 @@
  * events, looking at least this often whether a member was lost. */
 #define YIELD_NS (1 * 1000000)
 #define NAP_NS (1 * 1000000)
+#define POLL_NAP_NS (20 * 1000)
 /* How long a collective that lost only members that finalized waits to
  * see the member that died (shm notices a process gone within 100 ms). */
 #define LEFT_GRACE_NS (300 * 1000000LL)
@@ -474,7 +476,18 @@ static void run_until_done(struct xpi_sched *s, int64_t deadline)
 		}
 		if (idle_since == 0)
 			idle_since = now;
-		if (now - idle_since < YIELD_NS || !xpi_owner_try_acquire(ctx)) {
+		if (now - idle_since < YIELD_NS) {
+			sched_yield();
+			continue;
+		}
+		if (s->cur < s->nsteps && s->steps[s->cur].poll != NULL) {
+			/* What it waits for is a store into shared memory, which
+			 * rings no doorbell: short naps, not the engine's sleep. */
+			struct timespec nap = { 0, POLL_NAP_NS };
+			nanosleep(&nap, NULL);
+			continue;
+		}
+		if (!xpi_owner_try_acquire(ctx)) {
 			sched_yield();
 			continue;
 		}

@@ -59,7 +59,9 @@
 
 #define SMALL_MAX (16u << 10)
 #define CHUNK (1024u << 10)
-/* Looks at a word before a poll gives the runner its turn back. */
+/* Looks at a word before a poll gives the runner its turn back: several
+ * while each rank has a CPU, one when they outnumber the CPUs (a spinner
+ * would hold the CPU the rank it waits for needs). */
 #define SPINS 64
 
 /* One member's area on one channel; only that member writes it. */
@@ -206,9 +208,10 @@ bool xpi_shmcoll_possible(xp_comm_t *comm)
 /* The steps                                                              */
 
 /* Waits, a little, for member @j's word @w to reach @want. */
-static bool reached(_Atomic uint64_t *w, uint64_t want)
+static bool reached(const struct xpi_sched *s, _Atomic uint64_t *w, uint64_t want)
 {
-	for (int i = 0; i < SPINS; i++) {
+	int spins = s->comm->ctx->spin_rounds >= 16 * SPINS ? SPINS : 1;
+	for (int i = 0; i < spins; i++) {
 		if (atomic_load_explicit(w, memory_order_acquire) >= want)
 			return true;
 		xpi_cpu_relax();
@@ -227,7 +230,7 @@ static int header_of(struct xpi_sched *s, int j, char *why, size_t n)
 {
 	unsigned h = (unsigned)(s->shm.number & 1);
 	struct area *aj = area(s, j);
-	if (!reached(&aj->small[h].call, s->shm.number))
+	if (!reached(s, &aj->small[h].call, s->shm.number))
 		return 0;
 	uint64_t got = aj->small[h].what, want = s->shm.what;
 	if (got == want)
@@ -334,7 +337,7 @@ static int chunk_poll(struct xpi_sched *s, char *why, size_t n)
 		if (j == me && members == 2)
 			continue;
 		if (j != me) {
-			if (!reached(&area(s, j)->in, g))
+			if (!reached(s, &area(s, j)->in, g))
 				return 0;
 			in = area(s, j)->chunk[b] + first * elem;
 		}
@@ -360,7 +363,7 @@ static int chunk_poll(struct xpi_sched *s, char *why, size_t n)
 		int j = s->shm.j;
 		if (j == me)
 			continue;
-		if (!reached(&area(s, j)->out, g))
+		if (!reached(s, &area(s, j)->out, g))
 			return 0;
 		slice_of(c, members, j, &first, &len);
 		memcpy(dst + first * elem, area(s, j)->chunk[b] + first * elem, len * elem);
