@@ -23,13 +23,8 @@ py=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-fail() {
-	echo "FAIL: $*" >&2
-	for f in "$tmp"/out "$tmp"/err; do
-		[[ -s $f ]] && { echo "--- $f" >&2; head -n 20 "$f" >&2; }
-	done
-	exit 1
-}
+# shellcheck source=tests/perf_checks.sh
+source "$(dirname "$0")/perf_checks.sh"
 [[ -x $py ]] || { echo "SKIP: no $py"; exit 77; }
 
 echo "-- --version"
@@ -71,16 +66,7 @@ grep -q '"transport":"shm"' "$tmp/out" || fail "no shm row"
 grep -q "\"command\":\"$xprun -n 2 " "$tmp/out" || fail "the run record does not name xprun's command"
 
 echo "-- the table's columns are the JSON keys"
-"$perf" bw --sizes 8 --iters 5 >"$tmp/table" 2>"$tmp/err" || fail "status $?"
-"$perf" bw --sizes 8 --iters 5 --json >"$tmp/out" 2>"$tmp/err" || fail "status $?"
-head=$(grep -m1 '^test ' "$tmp/table") || fail "no table header"
-# shellcheck disable=SC2086 # the header's words are the columns
-$py - "$tmp/out" $head <<'PY' || fail "table columns and JSON keys differ"
-import json, sys
-row = [json.loads(l) for l in open(sys.argv[1])][-1]
-missing = [c for c in sys.argv[2:] if c not in row]
-assert not missing, f"columns {missing} are not keys of {row}"
-PY
+columns_are_keys bw
 
 echo "-- strict --sizes"
 for bad in '8,,16' '8k5' '-1' '0x10' '8,' ',8' '' '16abc' '2g' '8 ' '1,2,x'; do

@@ -21,13 +21,8 @@ py=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-fail() {
-	echo "FAIL: $*" >&2
-	for f in "$tmp"/out "$tmp"/err; do
-		[[ -s $f ]] && { echo "--- $f" >&2; head -n 20 "$f" >&2; }
-	done
-	exit 1
-}
+# shellcheck source=tests/perf_checks.sh
+source "$(dirname "$0")/perf_checks.sh"
 [[ -x $py ]] || { echo "SKIP: no $py"; exit 77; }
 
 # check_rows FILE RANKS TRANSPORTS: every line parses, the first is the run
@@ -79,16 +74,7 @@ check_rows "$tmp/out" 3 shm
 grep -q "OVERSUBSCRIBED\|pinned (rank:CPU)" "$tmp/err" || fail "the header does not say the placement"
 
 echo "-- the table's columns are the JSON keys"
-"$perf" allreduce --sizes 8 --iters 5 >"$tmp/table" 2>"$tmp/err" || fail "status $?"
-"$perf" allreduce --sizes 8 --iters 5 --json >"$tmp/out" 2>"$tmp/err" || fail "status $?"
-head=$(grep -m1 '^test ' "$tmp/table") || fail "no table header"
-# shellcheck disable=SC2086 # the header's words are the columns
-$py - "$tmp/out" $head <<'PY' || fail "table columns and JSON keys differ"
-import json, sys
-row = [json.loads(l) for l in open(sys.argv[1])][-1]
-missing = [c for c in sys.argv[2:] if c not in row]
-assert not missing, f"columns {missing} are not keys of {row}"
-PY
+columns_are_keys allreduce
 
 echo "-- bad options exit 2"
 while IFS= read -r args; do
