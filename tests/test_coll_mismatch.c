@@ -25,7 +25,7 @@
 static _Atomic int said_disagree;
 
 /* The rank that differs in case @which. */
-static const int odd_rank[] = { 2, 1, 3 };
+static const int odd_rank[] = { 2, 1, 1, 3 };
 
 static int run_case(xp_comm_t *w, int which)
 {
@@ -37,12 +37,14 @@ static int run_case(xp_comm_t *w, int which)
 		rc = xp_allreduce(w, XP_IN_PLACE, v, r == 2 ? 101 : 100, XP_FLOAT32, XP_SUM);
 	else if (which == 1) /* rank 1 thinks it is float64 */
 		rc = xp_allreduce(w, XP_IN_PLACE, v, 50, r == 1 ? XP_FLOAT64 : XP_FLOAT32, XP_SUM);
+	else if (which == 2) /* rank 1 thinks it is float16: reduced in float32 all the same */
+		rc = xp_allreduce(w, XP_IN_PLACE, v, 50, r == 1 ? XP_FLOAT16 : XP_FLOAT32, XP_SUM);
 	else /* rank 3 thinks another rank is the root */
 		rc = xp_bcast(w, v, 20, XP_FLOAT32, r == 3 ? 1 : 0);
 	double took = t_now_s() - t0;
 	fprintf(stderr, "   case %d rank %d: %d after %.2f s: %s\n", which, r, rc, took,
 		xp_error_detail());
-	if (which != 2 || r == 3)
+	if (which != 3 || r == 3)
 		T_CHECK(rc < 0); /* those that cannot have the right answer fail */
 	T_CHECK(took < TIMEOUT_MS / 1000.0 + 1.0);
 	if (rc < 0 && strstr(xp_error_detail(), "disagree") != NULL) {
@@ -63,14 +65,14 @@ static int body(xp_context_t *ctx, void *arg)
 	return 0;
 }
 
-/* Under a launcher: the two allreduce cases, each on a communicator of
+/* Under a launcher: the three allreduce cases, each on a communicator of
  * its own (a failed collective leaves its communicator unusable). */
 static int launched(xp_config_t *cfg)
 {
 	xp_context_t *ctx;
 	T_OK(xp_init(cfg, &ctx));
 	T_EQ(xp_size(ctx), NRANKS);
-	for (int which = 0; which < 2; which++) {
+	for (int which = 0; which < 3; which++) {
 		xp_comm_t *c;
 		T_OK(xp_comm_dup(xp_comm_world(ctx), &c));
 		int32_t mine = run_case(c, which), all[NRANKS];
@@ -95,13 +97,13 @@ int main(void)
 	cfg.log_level = XP_LOG_NONE;
 	if (getenv("XP_SIZE") != NULL)
 		return launched(&cfg);
-	for (int which = 0; which < 3; which++) {
+	for (int which = 0; which < 4; which++) {
 		atomic_store(&said_disagree, 0);
 		T_OK(xp_local_run(NRANKS, &cfg, body, &which));
 		/* The length a member did not expect is seen by whoever receives
 		 * it; with a wrong root only its would-be children see nothing
-		 * they can check, so only the first two must say it. */
-		if (which < 2 && atomic_load(&said_disagree) == 0)
+		 * they can check, so only the first three must say it. */
+		if (which < 3 && atomic_load(&said_disagree) == 0)
 			T_FAIL("case %d: no rank said the members disagree", which);
 	}
 	printf("coll_mismatch: ok\n");
