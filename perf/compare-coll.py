@@ -3,7 +3,7 @@
 """xport's allreduce beside Open MPI 4.1's, measured in one run on this machine.
 
     perf/compare-coll.py [--build DIR] [--rounds N] [--ranks N] [--json-out FILE]
-                         [--no-install] [--no-pin]
+                         [--no-install] [--no-pin] [--systems K,K]
 
 Runs, round after round (the order of the systems rotating each round),
 `xprun -n N xport-perf allreduce --json` over shared memory (xp_init's
@@ -13,7 +13,8 @@ rows) under mpirun over ob1 + vader, ob1 + tcp and pml ucx with
 UCX_TLS=tcp. float32 sum, 8 B to 4 KiB (latency: the median call time)
 and 1, 4 and 16 MiB (bus bandwidth, nccl-tests' 2(n-1)/n x size / mean
 time). Prints the median over the rounds of each figure, the xport/peer
-ratios and every command it ran.
+ratios (of those medians, and "paired": the median of each round's own
+ratio) and every command it ran. --systems runs only some of the five.
 
 Placement: with as many CPUs as ranks, each rank on its own CPU
 (xport-perf pins itself, CPU k for the k-th rank; mpirun --bind-to core).
@@ -138,6 +139,8 @@ def main():
     ap.add_argument("--json-out", metavar="FILE", help="every row of every round, for perf/plot")
     ap.add_argument("--no-install", action="store_true", help="do not apt-get install Open MPI")
     ap.add_argument("--no-pin", action="store_true", help="pin neither side")
+    ap.add_argument("--systems", metavar="K,K", help="only these systems (keys: xport-shm, "
+                    "xport-tcp, ompi-vader, ompi-tcp, ompi-ucx-tcp)")
     args = ap.parse_args()
     if not 1 <= args.rounds <= 100:
         ap.error("--rounds wants 1 to 100")
@@ -188,6 +191,12 @@ def main():
     for key, label, mca, tl in variants:
         cmd = mpi_head + mca + [base or "mpi-coll-baseline", "--transport", tl, "--sizes", sizes]
         systems.append((key, label, cmd, mpi_env, mpi_note))
+    if args.systems:
+        wanted = args.systems.split(",")
+        unknown = [k for k in wanted if k not in [s[0] for s in systems]]
+        if unknown:
+            ap.error(f"--systems: unknown {','.join(unknown)}")
+        systems = [s for s in systems if s[0] in wanted]
 
     print(f"# compare-coll: allreduce float32 sum, {n} ranks, {args.rounds} interleaved rounds "
           f"(order rotating), medians over rounds; xport {version}")
@@ -206,6 +215,7 @@ def main():
     results = {s[0]: {} for s in systems}
     notes = {s[0]: s[4] for s in systems}
     algos = {}
+    by_round = {}  # (key, size) -> {round: (p50, busbw)}
     all_rows = []
     t_start = time.time()
     for rnd in range(args.rounds):
@@ -231,6 +241,8 @@ def main():
             for r in data:
                 results[key].setdefault(r["size"], []).append(
                     (r["time_us_p50"], r["busbw_GBps"], r["time_us_avg"]))
+                by_round.setdefault((key, r["size"]), {})[rnd] = (r["time_us_p50"],
+                                                                   r["busbw_GBps"])
                 algos.setdefault(key, {})[r["size"]] = r.get("algorithm")
     elapsed = time.time() - t_start
 
@@ -238,12 +250,22 @@ def main():
         vals = [v[idx] for v in results[key].get(size, []) if v[idx] is not None]
         return statistics.median(vals) if vals else None
 
+    def paired(a, b, size, idx):
+        """Median over rounds of each round's a/b: the machine's slow and fast
+        spells last seconds, so two runs of one round are more often in the
+        same spell than the medians of all rounds are."""
+        ra, rb = by_round.get((a, size), {}), by_round.get((b, size), {})
+        vals = [ra[r][idx] / rb[r][idx] for r in ra if r in rb and ra[r][idx] and rb[r][idx]]
+        return statistics.median(vals) if vals else None
+
     keys = [s[0] for s in systems]
     labels = {s[0]: s[1] for s in systems}
-    pairs = [("xport-shm", "ompi-vader"), ("xport-tcp", "ompi-tcp"), ("xport-tcp", "ompi-ucx-tcp")]
+    pairs = [(a, b) for a, b in [("xport-shm", "ompi-vader"), ("xport-tcp", "ompi-tcp"),
+                                 ("xport-tcp", "ompi-ucx-tcp")] if a in keys and b in keys]
     head = ["size", "figure"] + [labels[k] for k in keys]
     if not over:
         head += [f"{labels[a].split()[1]}/{labels[b].split(' ', 1)[1]}" for a, b in pairs]
+        head += [f"paired {labels[a].split()[1]}/{labels[b].split(' ', 1)[1]}" for a, b in pairs]
     table = []
     for s in SIZES:
         lat = s in LAT_SIZES
@@ -256,6 +278,9 @@ def main():
             for a, b in pairs:
                 va, vb = med(a, s, idx), med(b, s, idx)
                 row.append("-" if not va or not vb else f"{va / vb:.2f}")
+            for a, b in pairs:
+                v = paired(a, b, s, idx)
+                row.append("-" if v is None else f"{v:.2f}")
         table.append(row)
     widths = [max(len(str(r[i])) for r in [head] + table) for i in range(len(head))]
     print()
@@ -268,6 +293,10 @@ def main():
     print("#   ratio > 1: xport slower. busbw GB/s: median over rounds of 2(n-1)/n x size / mean "
           "call time (nccl-tests);")
     print("#   ratio < 1: xport slower.")
+    print("# paired: the median over rounds of that round's ratio (both runs of a round are "
+          "more often in one of the")
+    print("#   machine's fast or slow spells, which last seconds, than the medians of all "
+          "rounds are).")
     for k in ("xport-shm", "xport-tcp"):
         if algos.get(k):
             print(f"# {labels[k]} algorithm by size: " + ", ".join(
