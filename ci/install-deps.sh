@@ -17,6 +17,8 @@ build_packages=(
 	liburing-dev
 	# the job key's cryptography
 	libsodium-dev
+	# the RDMA verbs layer, src/rdma (probed by meson.build)
+	libibverbs-dev
 )
 test_packages=(
 	# clang builds; the sanitizer runtimes of clang 14 (ASan, UBSan, TSan,
@@ -37,6 +39,10 @@ test_packages=(
 	cmake
 	# tests/test_man.sh: man -l renders each page, groff warns
 	man-db groff-base
+	# the RDMA lab (tests/rdma/vmlab.sh): QEMU boots Debian's kernel, whose
+	# package it fetches itself, with a busybox initramfs and soft-RoCE;
+	# the rxe user-space driver; the rdma tool is iproute2's
+	qemu-system-x86 busybox-static cpio kmod xz-utils ibverbs-providers
 )
 
 case ${1:-} in

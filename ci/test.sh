@@ -174,6 +174,19 @@ run_config() {
 	fi
 
 	if [[ $cfg == gcc ]]; then
+		# The suite rdma: real verbs on soft-RoCE in the lab VM, each
+		# test booting one (tests/rdma/vmlab.sh); its own testlog-rdma.json.
+		log "$cfg: the RDMA suite in the lab VM"
+		rc=0
+		meson test -C "$dir" --no-rebuild --setup rdma --suite rdma --print-errorlogs || rc=$?
+		if [[ -e $dir/meson-logs/testlog-rdma.json ]]; then
+			summary_args+=("$cfg=$dir/meson-logs/testlog-rdma.json")
+			((rc == 0)) || grep -qE '"result": "(FAIL|TIMEOUT|ERROR)"' \
+				"$dir/meson-logs/testlog-rdma.json" ||
+				summary_args+=(--result "$cfg/rdma-meson-test-exit-$rc=ERROR")
+		else
+			summary_args+=(--result "$cfg/rdma-no-testlog=FAIL")
+		fi
 		log "$cfg: install-and-consume test"
 		if CC=$cc CXX=$cxx bash ci/install-test.sh "$dir"; then
 			summary_args+=(--result "$cfg/install-consume=OK")
