@@ -211,6 +211,22 @@ static void test_rdma_bulk(void)
 	/* without a list, RDMA comes before TCP and serves both */
 	a.nallowed = 0;
 	expect_lanes(&a, &b, XPI_TL_RDMA, XPI_TL_RDMA);
+	/* RDMA that carries payloads only (XPI_CAP_BULK_ONLY on either side)
+	 * is never small, even first in the order: tcp small, rdma bulk */
+	b.tl[1].caps |= XPI_CAP_BULK_ONLY;
+	expect_lanes(&a, &b, XPI_TL_TCP, XPI_TL_RDMA);
+	set_allowed(&a, "rdma,tcp");
+	expect_lanes(&a, &b, XPI_TL_TCP, XPI_TL_RDMA);
+	/* and not bulk either unless strictly faster than small */
+	a.tl[1].bw_mbps = 3000;
+	expect_lanes(&a, &b, XPI_TL_TCP, XPI_TL_TCP);
+	/* alone it reaches nobody, and says why */
+	set_allowed(&a, "rdma");
+	struct xpi_lanes l;
+	const char *why = NULL;
+	T_EQ(xpi_select(&a, &b, &l, &why), -ENOENT);
+	T_CONTAINS(why, "payloads only");
+	a.nallowed = 0;
 	/* DPDK is taken at its word too */
 	struct xpi_card c, d;
 	card_init(&c, 4, host_a);
@@ -738,6 +754,9 @@ static void check_pair(const struct xpi_card *a, const struct xpi_card *b, uint6
 	uint8_t small = 0, bulk = 0;
 	for (uint8_t t = XPI_TL_SHM; t <= XPI_TL_TCP; t++) {
 		if (!model_candidate(a, b, t))
+			continue;
+		/* A payload-only transport is never the small lane. */
+		if (((model_find(a, t)->caps | model_find(b, t)->caps) & XPI_CAP_BULK_ONLY) != 0)
 			continue;
 		if (small == 0 || model_rank_of(a, b, t) < model_rank_of(a, b, small))
 			small = t;

@@ -68,6 +68,8 @@ enum xpi_tl_type {
 #define XPI_CAP_ZCOPY 0x1u /* zero-copy send or receive */
 #define XPI_CAP_RDMA_READ 0x2u
 #define XPI_CAP_RDMA_WRITE 0x4u
+/* Carries rendezvous payloads only (a bulk lane), never messages. */
+#define XPI_CAP_BULK_ONLY 0x8u
 
 #define XPI_CARD_MAX_TL 8
 #define XPI_CARD_REACH_MAX 64

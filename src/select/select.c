@@ -111,11 +111,14 @@ int xpi_select_without(const struct xpi_card *a, const struct xpi_card *b, uint3
 	pick_order(a, b, &order, &n);
 
 	/* Walk the order once; each type appears in it at most once (lists
-	 * have no repeats), so the first candidate seen is small and a bulk
-	 * is replaced only by a strictly faster one: ties keep the earlier. */
+	 * have no repeats), so the first candidate seen that can carry
+	 * messages is small, and bulk is the first candidate seen replaced
+	 * only by a strictly faster one (ties keep the earlier); a transport
+	 * that carries only payloads (XPI_CAP_BULK_ONLY) can be bulk but
+	 * never small. */
 	bool common = false, permitted = false, found = false;
 	uint8_t small = 0, bulk = 0;
-	uint32_t bulk_bw = 0;
+	uint32_t bulk_bw = 0, small_bw = 0;
 	for (unsigned i = 0; i < n; i++) {
 		uint8_t type = order[i];
 		const struct xpi_card_tl *ta = find_tl(a, type), *tb = find_tl(b, type);
@@ -128,15 +131,21 @@ int xpi_select_without(const struct xpi_card *a, const struct xpi_card *b, uint3
 		if (!reachable(a, b, ta, tb))
 			continue;
 		uint32_t bw = ta->bw_mbps < tb->bw_mbps ? ta->bw_mbps : tb->bw_mbps;
-		if (!found) {
+		bool bulk_only = ((ta->caps | tb->caps) & XPI_CAP_BULK_ONLY) != 0;
+		if (!found && !bulk_only) {
 			found = true;
-			small = bulk = type;
-			bulk_bw = bw;
-		} else if (bw > bulk_bw) {
+			small = type;
+			small_bw = bw;
+		}
+		if (bulk == 0 || bw > bulk_bw) {
 			bulk = type;
 			bulk_bw = bw;
 		}
 	}
+	/* A payload-only transport seen before small takes bulk only if it is
+	 * strictly faster than small. */
+	if (found && bulk != small && bulk_bw <= small_bw)
+		bulk = small;
 	if (!found) {
 		if (!common) /* the order may be a list that leaves some out */
 			for (unsigned i = 0; i < sizeof(default_order) && !common; i++)
@@ -150,6 +159,11 @@ int xpi_select_without(const struct xpi_card *a, const struct xpi_card *b, uint3
 		if (!permitted)
 			return no_lane(why, "XP_TRANSPORTS excludes every transport the two ranks "
 					    "have in common");
+		if (bulk != 0)
+			return no_lane(why,
+				       "the transports the two ranks have in common and may use "
+				       "carry payloads only (rdma needs one for messages beside "
+				       "it, such as tcp)");
 		return no_lane(why, "no transport the two ranks have in common can reach across "
 				    "(shm needs the same host, tcp the same address family)");
 	}
