@@ -99,7 +99,7 @@ static void test_bad_environment(void)
 		{ "XP_HUGEPAGES", "maybe", { "auto, off, on" } },
 		{ "XP_THREAD_MODE", "single", { "multi, serialized" } },
 		{ "XP_SOCKET_IFNAME", "a-name-longer-than-ifnamsiz", { "1 to 15 bytes" } },
-		{ "XP_TRANSPORTS", "rdma", { "rdma is not in this build", "built: shm" } },
+		{ "XP_TRANSPORTS", "dpdk", { "dpdk is not in this build", "built: shm" } },
 		{ "XP_TRANSPORTS", "dpdk,tcp", { "dpdk is not in this build" } },
 		{ "XP_TRANSPORTS", "verbs", { "'verbs' is not a transport", "not built: " } },
 		{ "XP_TRANSPORTS", "shm,,shm", { "empty transport name" } },
@@ -227,10 +227,10 @@ static void test_bad_fields(void)
 	expect_refused(&cfg, w5, "debug nope");
 
 	xp_config_init(&cfg);
-	cfg.transports = "rdma";
-	const char *w6[] = { "xp_config_t.transports (XP_TRANSPORTS) = \"rdma\"",
-			     "rdma is not in this build", NULL };
-	expect_refused(&cfg, w6, "transports rdma");
+	cfg.transports = "dpdk";
+	const char *w6[] = { "xp_config_t.transports (XP_TRANSPORTS) = \"dpdk\"",
+			     "dpdk is not in this build", NULL };
+	expect_refused(&cfg, w6, "transports dpdk");
 
 	xp_config_init(&cfg);
 	cfg.boot_timeout_ms = -3;

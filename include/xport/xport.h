@@ -180,6 +180,9 @@ typedef struct xp_config {
 	 * the next is on its way; XP_COLL_SEGMENT; 0 (default): chosen from the
 	 * links' latency and bandwidth (64 KiB to 1 MiB). */
 	size_t coll_segment;
+	/* The RDMA device to use (as UCX_NET_DEVICES names one), e.g. "mlx5_0"
+	 * or "rxe0"; XP_RDMA_DEVICE; NULL: the first with an active port. */
+	const char *rdma_device;
 } xp_config_t;
 
 /** Fills @cfg with defaults and then the XP_* environment. A variable whose

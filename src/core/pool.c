@@ -96,6 +96,17 @@ static void unregister_class(struct xpi_pool *pool, struct xpi_pool_class *c)
 	}
 }
 
+void xpi_pool_drop_hooks(struct xpi_pool *pool)
+{
+	if (pool == NULL)
+		return;
+	for (int i = 0; i < XPI_POOL_NCLASSES; i++)
+		unregister_class(pool, &pool->cls[i]);
+	/* Large buffers the program still holds keep their registrations
+	 * until the backends close their devices, which frees them. */
+	atomic_store(&pool->nhooks, 0);
+}
+
 void xpi_pool_destroy(struct xpi_pool *pool)
 {
 	if (pool == NULL)

@@ -109,6 +109,10 @@ void xpi_pool_plan(size_t max_bytes, bool huge, struct xpi_pool_plan *out);
  */
 int xpi_pool_create(size_t max_bytes, int hugepages, struct xpi_pool **out);
 void xpi_pool_destroy(struct xpi_pool *pool);
+/* Undoes every registration the hooks made and forgets the hooks: before
+ * the backends that own them are destroyed (a device cannot be closed with
+ * memory still registered on it). */
+void xpi_pool_drop_hooks(struct xpi_pool *pool);
 
 /*
  * Registers every region of the pool with a backend's hook and remembers

@@ -68,6 +68,8 @@ static const struct xpi_setting table[] = {
 	{ "XP_COLL_SEGMENT", "coll_segment", XPI_SET_SIZE, F(coll_segment), 0,
 	  (long long)XP_MSG_MAX, NULL, NULL,
 	  "bytes a collective's pipeline moves at a time (0: from the links)" },
+	{ "XP_RDMA_DEVICE", "rdma_device", XPI_SET_STRING, F(rdma_device), 1, 63, NULL, NULL,
+	  "rdma: the device to use (unset: the first with an active port)" },
 };
 
 _Static_assert(XPI_ARRAY_SIZE(table) <= XPI_SETTINGS_MAX, "XPI_SETTINGS_MAX too small");

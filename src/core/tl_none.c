@@ -62,3 +62,24 @@ int xpi_tl_rndv_abort_none(void *tl, xp_request_t *rreq)
 	(void)rreq;
 	return -EBUSY;
 }
+
+int xpi_tl_send_eager_none(void *tl, int peer, const struct xpi_msg_hdr *h, const void *data)
+{
+	(void)tl;
+	(void)peer;
+	(void)h;
+	(void)data;
+	return -ENOTSUP;
+}
+
+int xpi_tl_send_rts_none(void *tl, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
+			 const struct xpi_reg *reg, const struct xpi_rndv_desc *desc)
+{
+	(void)tl;
+	(void)peer;
+	(void)h;
+	(void)sreq;
+	(void)reg;
+	(void)desc;
+	return -ENOTSUP;
+}

@@ -233,6 +233,11 @@ void xpi_tl_mem_dereg_none(void *tl, void *handle);
 /* For transports that cannot be another's bulk lane: -ENOTSUP. */
 int xpi_tl_rndv_offer_none(void *tl, int peer, xp_request_t *sreq, const struct xpi_reg *reg,
 			   struct xpi_rndv_desc *desc);
+/* For transports that carry payloads only, never messages (a bulk lane:
+ * selection never makes them a small lane): -ENOTSUP. */
+int xpi_tl_send_eager_none(void *tl, int peer, const struct xpi_msg_hdr *h, const void *data);
+int xpi_tl_send_rts_none(void *tl, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
+			 const struct xpi_reg *reg, const struct xpi_rndv_desc *desc);
 /* For transports whose fetches finish inside rndv_fetch: -EBUSY. */
 int xpi_tl_rndv_abort_none(void *tl, xp_request_t *rreq);
 /* For transports that cannot wake a sleeper (sleep_prepare: -ENOTSUP). */

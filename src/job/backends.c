@@ -13,10 +13,14 @@
 #include "../select/card.h"
 
 extern const struct xpi_backend xpi_shm_backend;
+extern const struct xpi_backend xpi_rdma_backend;
 extern const struct xpi_backend xpi_tcp_backend;
 
 const struct xpi_backend *const xpi_backends[] = {
 	&xpi_shm_backend,
+#ifdef XPORT_HAVE_RDMA
+	&xpi_rdma_backend,
+#endif
 #ifdef XPORT_HAVE_TCP
 	&xpi_tcp_backend,
 #endif

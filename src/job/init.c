@@ -171,6 +171,7 @@ static void learn_hosts_and_costs(xp_context_t *ctx, const struct negotiation *n
 static void destroy_networked(xp_context_t *ctx)
 {
 	xpi_context_teardown(ctx);
+	xpi_pool_drop_hooks(ctx->pool);
 	for (int i = ctx->ntls - 1; i >= 0; i--)
 		ctx->tls[i].ops->destroy(ctx->tls[i].tl);
 	xpi_boot_destroy(ctx->boot);

@@ -1,0 +1,561 @@
+/* SPDX-License-Identifier: MIT */
+/* The RDMA transport's ops: offers, claims, reads and FINs (rdma_tl.h). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/clock.h"
+#include "../core/compiler.h"
+#include "../core/log.h"
+#include "rdma_tl.h"
+
+static uint64_t wr_id(enum rdma_wr kind, uint64_t low)
+{
+	return (uint64_t)kind << 56 | (low & ((1ull << 56) - 1));
+}
+
+static uint64_t word_of(uint32_t gen, unsigned state)
+{
+	return (uint64_t)gen << 2 | state;
+}
+
+static int rdma_mem_reg(void *tlp, void *addr, size_t len, void **handle)
+{
+	struct xpi_rdma_tl *t = tlp;
+	struct ibv_mr *mr = ibv_reg_mr(t->dev.pd, addr, len,
+				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+					       IBV_ACCESS_REMOTE_WRITE);
+	if (mr == NULL)
+		return xpi_rdma_fail_errno("registering memory", "ibv_reg_mr", t->dev.name, NULL);
+	*handle = mr;
+	return 0;
+}
+
+static void rdma_mem_dereg(void *tlp, void *handle)
+{
+	(void)tlp;
+	ibv_dereg_mr(handle);
+}
+
+/*
+ * The memory region covering [buf, buf + len): the program's registration
+ * if it made one (@reg), else one made now for this transfer alone, in
+ * *@own (deregistered when it ends). NULL with *@err set on failure.
+ */
+static struct ibv_mr *region_for(struct xpi_rdma_tl *t, const struct xpi_reg *reg, void *buf,
+				 size_t len, int access, struct ibv_mr **own, int *err)
+{
+	*own = NULL;
+	if (reg != NULL && reg->nregistered > t->tl_index && reg->handles[t->tl_index] != NULL)
+		return reg->handles[t->tl_index];
+	struct ibv_mr *mr = ibv_reg_mr(t->dev.pd, buf, len, access);
+	if (mr == NULL) {
+		*err = xpi_rdma_fail_errno("registering a rendezvous buffer", "ibv_reg_mr",
+					   t->dev.name, NULL);
+		return NULL;
+	}
+	*own = mr;
+	return mr;
+}
+
+static void release_word(struct xpi_rdma_tl *t, uint32_t idx)
+{
+	struct rdma_offer *o = &t->offers[idx];
+	if (o->mr != NULL)
+		ibv_dereg_mr(o->mr);
+	__atomic_store_n(&t->words[idx], word_of(o->gen, RDMA_W_FREE), __ATOMIC_RELAXED);
+	*o = (struct rdma_offer){ 0 };
+	t->free_words[t->nfree++] = idx;
+}
+
+static int rdma_rndv_offer(void *tlp, int peer, xp_request_t *sreq, const struct xpi_reg *reg,
+			   struct xpi_rndv_desc *desc)
+{
+	struct xpi_rdma_tl *t = tlp;
+	struct rdma_peer *p = &t->peers[peer];
+	if (!p->up || p->dead)
+		return -ECONNRESET;
+	if (t->nfree == 0)
+		return -EAGAIN; /* every state word is in use: wait for a FIN */
+	struct ibv_mr *mr = NULL, *own = NULL;
+	if (sreq->len != 0) {
+		int err = 0;
+		mr = region_for(t, reg, sreq->buf, sreq->len, IBV_ACCESS_REMOTE_READ, &own, &err);
+		if (mr == NULL)
+			return err;
+	}
+	uint32_t idx = t->free_words[--t->nfree];
+	uint32_t gen = t->gens[idx] = (t->gens[idx] + 1) & 0x3fffffff;
+	__atomic_store_n(&t->words[idx], word_of(gen, RDMA_W_PENDING), __ATOMIC_RELAXED);
+	t->offers[idx] = (struct rdma_offer){ .sreq = sreq, .mr = own, .peer = peer, .gen = gen };
+	xpi_request_get(sreq); /* until its FIN, or it is withdrawn */
+	sreq->tl_id = idx;
+	uint64_t addr = (uint64_t)(uintptr_t)sreq->buf;
+	uint32_t fields[3] = { mr != NULL ? mr->rkey : 0, idx, gen };
+	for (unsigned i = 0; i < 8; i++)
+		desc->bytes[i] = (uint8_t)(addr >> (8 * i));
+	for (unsigned f = 0; f < 3; f++)
+		for (unsigned i = 0; i < 4; i++)
+			desc->bytes[8 + 4 * f + i] = (uint8_t)(fields[f] >> (8 * i));
+	desc->len = XPI_RDMA_DESC_LEN;
+	return 0;
+}
+
+/* Keeps a completion that is not the one being waited for, for progress.
+ * The backlog was sized to the CQ at setup: it never holds more than the CQ
+ * could, so this never fails. */
+static void keep(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
+{
+	if (t->nbacklog < t->backlog_cap)
+		t->backlog[t->nbacklog++] = *wc;
+}
+
+/*
+ * Posts a compare-and-swap of the word at @raddr (@rkey) on @qp and waits
+ * for its answer, keeping other completions for progress. Returns 0 with
+ * the value found in *@found, or a negative code: the QP failed (-EIO) or
+ * no answer within XPI_RDMA_CLAIM_NS (-ETIMEDOUT).
+ */
+static int atomic_cas(struct xpi_rdma_tl *t, struct ibv_qp *qp, enum rdma_wr kind, uint64_t raddr,
+		      uint32_t rkey, uint64_t compare, uint64_t swap, uint64_t *found)
+{
+	uint64_t id = wr_id(kind, ++t->seq);
+	struct ibv_sge sge = { (uintptr_t)t->result, 8, t->result_mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = id,
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = IBV_WR_ATOMIC_CMP_AND_SWP,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+	wr.wr.atomic.remote_addr = raddr;
+	wr.wr.atomic.rkey = rkey;
+	wr.wr.atomic.compare_add = compare;
+	wr.wr.atomic.swap = swap;
+	int rc = ibv_post_send(qp, &wr, &bad);
+	if (rc != 0)
+		return xpi_rdma_fail_pos(rc, "posting a compare-and-swap", "ibv_post_send",
+					 t->dev.name, NULL);
+	int64_t end = xpi_now_ns() + XPI_RDMA_CLAIM_NS;
+	for (;;) {
+		/* One at a time: every completion taken but ours is kept. */
+		struct ibv_wc wc;
+		int n = ibv_poll_cq(t->cq, 1, &wc);
+		if (n < 0)
+			return -EIO;
+		if (n == 1 && wc.wr_id != id) {
+			keep(t, &wc);
+			continue;
+		}
+		if (n == 1) {
+			if (wc.status != IBV_WC_SUCCESS)
+				return -EIO;
+			*found = __atomic_load_n(t->result, __ATOMIC_ACQUIRE);
+			return 0;
+		}
+		if (xpi_now_ns() > end)
+			return -ETIMEDOUT;
+	}
+}
+
+/*
+ * Withdraws our offer of @sreq if no receiver has claimed it: the same
+ * compare-and-swap the receiver's claim is, through our own QP, so the
+ * device decides between them.
+ */
+static int rdma_send_cancel(void *tlp, xp_request_t *sreq)
+{
+	struct xpi_rdma_tl *t = tlp;
+	uint32_t idx = (uint32_t)sreq->tl_id;
+	if (idx >= XPI_RDMA_NWORDS || t->offers[idx].sreq != sreq)
+		return -EBUSY;
+	struct rdma_offer *o = &t->offers[idx];
+	uint64_t pending = word_of(o->gen, RDMA_W_PENDING), found = 0;
+	int rc = atomic_cas(t, t->self_qp, RDMA_WR_WITHDRAW, (uint64_t)(uintptr_t)&t->words[idx],
+			    t->words_mr->rkey, pending, word_of(o->gen, RDMA_W_FREE), &found);
+	if (rc < 0 || found != pending)
+		return -EBUSY; /* claimed (its FIN completes it), or we cannot tell */
+	release_word(t, idx);
+	xpi_request_put(sreq);
+	return 0;
+}
+
+/* Tells the sender of word @idx that we are done with it (FIN). */
+static int send_fin(struct xpi_rdma_tl *t, int peer, uint32_t idx, bool failed)
+{
+	struct ibv_send_wr wr = { .wr_id = wr_id(RDMA_WR_FIN_SEND, (uint64_t)peer),
+				  .opcode = IBV_WR_SEND_WITH_IMM,
+				  .send_flags = IBV_SEND_SIGNALED,
+				  .imm_data = htonl(idx | (failed ? XPI_RDMA_FIN_FAILED : 0)) },
+			   *bad;
+	int rc = ibv_post_send(t->peers[peer].qp, &wr, &bad);
+	if (rc != 0)
+		return xpi_rdma_fail_pos(rc, "telling the sender its payload was read",
+					 "ibv_post_send", t->dev.name, NULL);
+	return 0;
+}
+
+static int rdma_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
+			   xp_request_t *rreq, const struct xpi_reg *dst_reg)
+{
+	struct xpi_rdma_tl *t = tlp;
+	int src = msg->u.key.src;
+	if (src < 0 || src >= t->ctx->size || msg->desc_len != XPI_RDMA_DESC_LEN)
+		return -EPROTO;
+	struct rdma_peer *p = &t->peers[src];
+	if (!p->up || p->dead)
+		return -ECONNRESET;
+	const uint8_t *d = msg->data;
+	uint64_t addr = 0;
+	uint32_t fields[3] = { 0, 0, 0 };
+	for (unsigned i = 0; i < 8; i++)
+		addr |= (uint64_t)d[i] << (8 * i);
+	for (unsigned f = 0; f < 3; f++)
+		for (unsigned i = 0; i < 4; i++)
+			fields[f] |= (uint32_t)d[8 + 4 * f + i] << (8 * i);
+	uint32_t rkey = fields[0], idx = fields[1], gen = fields[2];
+	if (idx >= XPI_RDMA_NWORDS || gen > 0x3fffffff)
+		return -EPROTO;
+
+	/* The claim decides the race with a withdrawal, now. */
+	uint64_t pending = word_of(gen, RDMA_W_PENDING), found = 0;
+	int rc = atomic_cas(t, p->qp, RDMA_WR_CLAIM, p->words_addr + 8ull * idx, p->words_rkey,
+			    pending, word_of(gen, RDMA_W_CLAIMED), &found);
+	if (rc < 0) {
+		xpi_request_set_detail(rreq,
+				       "rank %d: xp_recv from rank %d tag 0x%llx: claiming its "
+				       "rendezvous payload over rdma failed (%s)",
+				       t->ctx->rank, src, (unsigned long long)msg->u.key.tag,
+				       rc == -ETIMEDOUT ? "no answer" : "the queue pair failed");
+		return rc == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
+	}
+	if (found != pending)
+		return -ECANCELED; /* its sender took it back first */
+
+	size_t n = cap < msg->len ? cap : (size_t)msg->len;
+	if (n == 0) {
+		rc = send_fin(t, src, idx, false);
+		return rc < 0 ? rc : 0;
+	}
+	struct ibv_mr *own = NULL;
+	int err = 0;
+	struct ibv_mr *mr = region_for(t, dst_reg, dst, n, IBV_ACCESS_LOCAL_WRITE, &own, &err);
+	struct rdma_fetch *f = mr != NULL ? malloc(sizeof(*f)) : NULL;
+	if (f == NULL) {
+		if (own != NULL)
+			ibv_dereg_mr(own);
+		send_fin(t, src, idx, true); /* its send fails too */
+		return mr == NULL ? err : -ENOMEM;
+	}
+	*f = (struct rdma_fetch){
+		.id = t->next_fetch++, .rreq = rreq, .mr = own, .peer = src, .idx = idx
+	};
+	struct ibv_sge sge = { (uintptr_t)dst, (uint32_t)n, mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = wr_id(RDMA_WR_READ, f->id),
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_READ,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+	wr.wr.rdma.remote_addr = addr;
+	wr.wr.rdma.rkey = rkey;
+	if (n > UINT32_MAX || (rc = ibv_post_send(p->qp, &wr, &bad)) != 0) {
+		rc = n > UINT32_MAX ? -EMSGSIZE :
+				      xpi_rdma_fail_pos(rc, "posting an RDMA read", "ibv_post_send",
+							t->dev.name, NULL);
+		if (own != NULL)
+			ibv_dereg_mr(own);
+		free(f);
+		send_fin(t, src, idx, true);
+		return rc;
+	}
+	xpi_dlist_push_tail(&t->fetches, &f->link);
+	return 1; /* progress finishes it (read_done) */
+}
+
+/* The device writes into the buffer until the read completes: no letting
+ * go before then. */
+static int rdma_rndv_abort(void *tlp, xp_request_t *rreq)
+{
+	(void)tlp;
+	(void)rreq;
+	return -EBUSY;
+}
+
+static void rdma_msg_release(void *tlp, struct xpi_msg *msg)
+{
+	(void)tlp;
+	(void)msg; /* the descriptor travels inside the message */
+}
+
+static void post_fin_recv(struct xpi_rdma_tl *t, int peer)
+{
+	struct ibv_recv_wr wr = { .wr_id = wr_id(RDMA_WR_FIN_RECV, (uint64_t)peer) }, *bad;
+	int rc = ibv_post_recv(t->peers[peer].qp, &wr, &bad);
+	if (rc != 0)
+		rdma_peer_failed(t, peer, -EIO, "could not be given a receive for its answers");
+}
+
+static struct rdma_fetch *find_fetch(struct xpi_rdma_tl *t, uint64_t id)
+{
+	struct xpi_dlink *pos;
+	xpi_dlist_for_each(pos, &t->fetches) {
+		struct rdma_fetch *f = xpi_container_of(pos, struct rdma_fetch, link);
+		if (f->id == id)
+			return f;
+	}
+	return NULL;
+}
+
+static void got_fin(struct xpi_rdma_tl *t, int peer, uint32_t imm)
+{
+	uint32_t idx = imm & ~XPI_RDMA_FIN_FAILED;
+	struct rdma_offer *o = idx < XPI_RDMA_NWORDS ? &t->offers[idx] : NULL;
+	if (o == NULL || o->sreq == NULL || o->peer != peer) {
+		rdma_peer_failed(t, peer, -EPROTO,
+				 "sent an answer for a send it was never offered");
+		return;
+	}
+	xp_request_t *s = o->sreq;
+	if (imm & XPI_RDMA_FIN_FAILED) {
+		xpi_request_set_detail(s,
+				       "rank %d: xp_send to rank %d tag 0x%llx on communicator %u "
+				       "failed: rank %d could not take its payload over rdma",
+				       t->ctx->rank, peer, (unsigned long long)s->tag, s->comm,
+				       peer);
+		xpi_request_complete(s, -EIO);
+	} else {
+		xpi_request_complete(s, 0);
+	}
+	release_word(t, idx);
+	xpi_request_put(s);
+	post_fin_recv(t, peer);
+}
+
+static void read_done(struct xpi_rdma_tl *t, uint64_t id, enum ibv_wc_status status)
+{
+	struct rdma_fetch *f = find_fetch(t, id);
+	if (f == NULL)
+		return; /* failed with its peer already */
+	xpi_dlist_remove(&f->link);
+	if (f->mr != NULL)
+		ibv_dereg_mr(f->mr);
+	int peer = f->peer;
+	xp_request_t *r = f->rreq;
+	uint32_t idx = f->idx;
+	free(f);
+	if (status != IBV_WC_SUCCESS) {
+		if (r != NULL)
+			xpi_engine_fail_request(t->ctx, r, peer);
+		rdma_peer_failed(t, peer, -EIO, "failed an RDMA read of its payload");
+		return;
+	}
+	send_fin(t, peer, idx, false);
+	if (r != NULL)
+		xpi_engine_rndv_done(t->ctx, r, 0);
+}
+
+static void handle(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
+{
+	enum rdma_wr kind = (enum rdma_wr)(wc->wr_id >> 56);
+	uint64_t low = wc->wr_id & ((1ull << 56) - 1);
+	bool ok = wc->status == IBV_WC_SUCCESS;
+	switch (kind) {
+	case RDMA_WR_FIN_RECV:
+		if (low >= (uint64_t)t->ctx->size)
+			return;
+		if (ok)
+			got_fin(t, (int)low, ntohl(wc->imm_data));
+		else if (wc->status != IBV_WC_WR_FLUSH_ERR)
+			rdma_peer_failed(t, (int)low, -EIO, "broke its queue pair");
+		return;
+	case RDMA_WR_FIN_SEND:
+		if (!ok && wc->status != IBV_WC_WR_FLUSH_ERR && low < (uint64_t)t->ctx->size)
+			rdma_peer_failed(t, (int)low, -EIO, "did not take an answer we sent it");
+		return;
+	case RDMA_WR_READ:
+		read_done(t, low, wc->status);
+		return;
+	default: /* a claim or withdrawal whose wait gave up */
+		return;
+	}
+}
+
+/* A peer the other lane lost (its TCP connection closed) fails here too:
+ * its sends offered and its payloads being read. Checked when the count of
+ * lost peers changes, so the common case costs one comparison. */
+static void check_lost_peers(struct xpi_rdma_tl *t)
+{
+	if (t->ctx->nfailed == t->nfailed_seen)
+		return;
+	t->nfailed_seen = t->ctx->nfailed;
+	for (int p = 0; p < t->ctx->size; p++)
+		if (t->peers[p].up && !t->peers[p].dead && t->ctx->peers[p].failed != 0)
+			rdma_peer_failed(t, p, t->ctx->peers[p].failed, NULL);
+}
+
+static int rdma_progress(void *tlp)
+{
+	struct xpi_rdma_tl *t = tlp;
+	int events = 0;
+	check_lost_peers(t);
+	/* Handling one may add to the backlog (a FIN's answer does not, but a
+	 * claim inside rndv_fetch, reached through rndv_done, may). */
+	for (uint32_t i = 0; i < t->nbacklog; i++, events++) {
+		struct ibv_wc wc = t->backlog[i];
+		handle(t, &wc);
+	}
+	t->nbacklog = 0;
+	struct ibv_wc wc[16];
+	int n;
+	while ((n = ibv_poll_cq(t->cq, 16, wc)) > 0) {
+		for (int i = 0; i < n; i++)
+			handle(t, &wc[i]);
+		events += n;
+	}
+	return events;
+}
+
+/* The completion channel's fd wakes the sleep once the CQ is armed; a
+ * completion that came between the last poll and arming is seen by the
+ * poll after it. */
+static int rdma_sleep_prepare(void *tlp, struct pollfd *fds, int max)
+{
+	struct xpi_rdma_tl *t = tlp;
+	if (max < 1)
+		return -ENOTSUP;
+	if (t->nbacklog != 0)
+		return -EAGAIN;
+	if (!__atomic_load_n(&t->cq_armed, __ATOMIC_ACQUIRE)) {
+		if (ibv_req_notify_cq(t->cq, 0) != 0)
+			return -ENOTSUP;
+		__atomic_store_n(&t->cq_armed, true, __ATOMIC_RELEASE);
+	}
+	struct ibv_wc wc;
+	int n = ibv_poll_cq(t->cq, 1, &wc);
+	if (n > 0) {
+		keep(t, &wc);
+		return -EAGAIN;
+	}
+	fds[0] = (struct pollfd){ .fd = t->chan->fd, .events = POLLIN };
+	return 1;
+}
+
+/* Takes the channel's event, if one came, so the next sleep arms again. */
+static void rdma_sleep_done(void *tlp)
+{
+	struct xpi_rdma_tl *t = tlp;
+	struct ibv_cq *cq;
+	void *cq_ctx;
+	if (ibv_get_cq_event(t->chan, &cq, &cq_ctx) == 0) {
+		ibv_ack_cq_events(cq, 1);
+		__atomic_store_n(&t->cq_armed, false, __ATOMIC_RELEASE);
+	}
+}
+
+void rdma_peer_failed(struct xpi_rdma_tl *t, int peer, int err, const char *why)
+{
+	struct rdma_peer *p = &t->peers[peer];
+	if (p->dead)
+		return;
+	p->dead = true;
+	if (why != NULL) /* NULL: the engine learnt it from another lane */
+		xpi_engine_peer_failed(t->ctx, peer, err, why);
+	/* Flushes what the QP still holds: each read ends in read_done (its
+	 * buffer deregistered there), each FIN receive is dropped. */
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	if (p->qp != NULL)
+		ibv_modify_qp(p->qp, &a, IBV_QP_STATE);
+	for (uint32_t i = 0; i < XPI_RDMA_NWORDS; i++) {
+		struct rdma_offer *o = &t->offers[i];
+		if (o->sreq == NULL || o->peer != peer)
+			continue;
+		xp_request_t *s = o->sreq;
+		xpi_engine_fail_request(t->ctx, s, peer);
+		release_word(t, i);
+		xpi_request_put(s);
+	}
+	struct xpi_dlink *pos, *next;
+	for (pos = t->fetches.next; pos != &t->fetches; pos = next) {
+		next = pos->next;
+		struct rdma_fetch *f = xpi_container_of(pos, struct rdma_fetch, link);
+		if (f->peer != peer)
+			continue;
+		/* The device may still write: the buffer stays registered
+		 * until the flushed read completes; the receive fails now. */
+		if (f->rreq != NULL)
+			xpi_engine_fail_request(t->ctx, f->rreq, peer);
+		f->rreq = NULL;
+	}
+}
+
+static void rdma_destroy(void *tlp)
+{
+	struct xpi_rdma_tl *t = tlp;
+	for (uint32_t i = 0; i < XPI_RDMA_NWORDS; i++) {
+		xp_request_t *s = t->offers[i].sreq;
+		if (s == NULL)
+			continue;
+		xpi_engine_drop_request(t->ctx, s);
+		release_word(t, i);
+		xpi_request_put(s);
+	}
+	for (int p = 0; p < t->ctx->size; p++)
+		if (t->peers[p].qp != NULL)
+			ibv_destroy_qp(t->peers[p].qp);
+	struct xpi_dlink *l;
+	while ((l = xpi_dlist_pop_head(&t->fetches)) != NULL) {
+		struct rdma_fetch *f = xpi_container_of(l, struct rdma_fetch, link);
+		if (f->rreq != NULL)
+			xpi_engine_drop_request(t->ctx, f->rreq);
+		if (f->mr != NULL)
+			ibv_dereg_mr(f->mr);
+		free(f);
+	}
+	if (t->self_qp != NULL)
+		ibv_destroy_qp(t->self_qp);
+	if (t->cq != NULL) {
+		if (__atomic_load_n(&t->cq_armed, __ATOMIC_ACQUIRE))
+			rdma_sleep_done(t); /* an event not taken keeps the CQ alive */
+		ibv_destroy_cq(t->cq);
+	}
+	if (t->chan != NULL)
+		ibv_destroy_comp_channel(t->chan);
+	if (t->words_mr != NULL)
+		ibv_dereg_mr(t->words_mr);
+	if (t->result_mr != NULL)
+		ibv_dereg_mr(t->result_mr);
+	free(t->words);
+	free(t->result);
+	free(t->backlog);
+	free(t->peers);
+	xpi_rdma_dev_close(&t->dev);
+	free(t);
+}
+
+const struct xpi_tl_ops xpi_rdma_ops = {
+	.name = "rdma",
+	/* A bulk lane only: the small lane's transport decides eager against
+	 * rendezvous; this threshold is what a message going through rdma
+	 * would use, and eager_max is what it would carry (none: XPI_CAP_
+	 * BULK_ONLY keeps it from ever being a small lane). */
+	.rndv_threshold = 16384,
+	.eager_max = 1,
+	.mem_reg = rdma_mem_reg,
+	.mem_dereg = rdma_mem_dereg,
+	.send_eager = xpi_tl_send_eager_none,
+	.send_rts = xpi_tl_send_rts_none,
+	.rndv_offer = rdma_rndv_offer,
+	.send_cancel = rdma_send_cancel,
+	.rndv_fetch = rdma_rndv_fetch,
+	.rndv_abort = rdma_rndv_abort,
+	.msg_release = rdma_msg_release,
+	.progress = rdma_progress,
+	.sleep_prepare = rdma_sleep_prepare,
+	.sleep_done = rdma_sleep_done,
+	.tx_pending = xpi_tl_tx_pending_none,
+	.destroy = rdma_destroy,
+};

@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Setting up the RDMA transport in a job: its capability card entry, the
+ * queue pairs to each peer that wants it (addresses traded through the
+ * bootstrap), and the registry entry (src/job/backend.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/log.h"
+#include "../job/backend.h"
+#include "../job/bootstrap.h"
+#include "../select/card.h"
+#include "rdma_tl.h"
+
+/* The device the settings name (XP_RDMA_DEVICE), or NULL: the first with
+ * an active port. xport-info's probe has no context: the environment. */
+static const char *device_wanted(const xp_context_t *ctx)
+{
+	const char *name = ctx != NULL ? ctx->cfg.rdma_device : getenv("XP_RDMA_DEVICE");
+	return name != NULL && name[0] != '\0' ? name : NULL;
+}
+
+static int mtu_bytes(enum ibv_mtu m)
+{
+	return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128 << m : 0;
+}
+
+/* reach: the GID (16 bytes) and the link layer (1: Ethernet/RoCE). */
+static int rdma_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card_tl *entry,
+		     const char **why)
+{
+	(void)boot;
+	static _Thread_local char text[XPI_RDMA_WHY_LEN];
+	struct xpi_rdma_dev d;
+	if (xpi_rdma_dev_open(device_wanted(ctx), &d, text) < 0) {
+		/* A host without RDMA is no news; a device the settings name
+		 * that cannot be had is, once, and its peers go over tcp. */
+		if (device_wanted(ctx) != NULL)
+			xpi_log(XPI_LOG_WARN, "rank %d: rdma: %s; payloads go over the next transport",
+				ctx->rank, text);
+		*why = text;
+		return 1;
+	}
+	entry->caps = XPI_CAP_ZCOPY | XPI_CAP_RDMA_READ | XPI_CAP_BULK_ONLY;
+	entry->mtu = (uint32_t)mtu_bytes(d.mtu);
+	/* Declared, not measured: a NIC's figures, so that rdma is chosen for
+	 * payloads over tcp (and not over shared memory within a host). */
+	entry->lat_ns = 3000;
+	entry->bw_mbps = 10000;
+	memcpy(entry->reach, d.gid.raw, 16);
+	entry->reach[16] = d.roce;
+	entry->reach_len = 17;
+	xpi_rdma_dev_close(&d);
+	return 0;
+}
+
+/* What each rank tells every other in the address exchange: its port, its
+ * state words, and per destination the QP it made for it. */
+struct xchg_head {
+	uint8_t ok; /* 1: set up, the rest is valid */
+	uint8_t mtu;
+	uint8_t gid_index;
+	uint8_t pad;
+	uint16_t lid;
+	uint16_t pad2;
+	uint8_t gid[16];
+	uint64_t words_addr;
+	uint32_t words_rkey;
+	uint32_t pad3;
+};
+struct xchg_qp {
+	uint32_t qpn, psn;
+};
+
+static size_t xchg_len(int size)
+{
+	return sizeof(struct xchg_head) + (size_t)size * sizeof(struct xchg_qp);
+}
+
+static void warn_once(xp_context_t *ctx, const char *what)
+{
+	xpi_log(XPI_LOG_WARN, "rank %d: rdma: %s; its peers fall back to the next transport",
+		ctx->rank, what);
+}
+
+/* The device, CQ, QPs and state words; 0 or a negative code (logged). */
+static int make(struct xpi_rdma_tl *t, const uint8_t *want)
+{
+	xp_context_t *ctx = t->ctx;
+	char why[XPI_RDMA_WHY_LEN];
+	int rc = xpi_rdma_dev_open(device_wanted(ctx), &t->dev, why);
+	if (rc < 0) {
+		warn_once(ctx, why);
+		return rc;
+	}
+	t->chan = ibv_create_comp_channel(t->dev.ctx);
+	if (t->chan == NULL)
+		return xpi_rdma_fail_errno("setting up", "ibv_create_comp_channel", t->dev.name,
+					   NULL);
+	/* The sleep reads it without blocking (rdma_sleep_done). */
+	fcntl(t->chan->fd, F_SETFL, fcntl(t->chan->fd, F_GETFL) | O_NONBLOCK);
+	int cqe = (ctx->size + 1) * (int)(XPI_RDMA_SQ_DEPTH + XPI_RDMA_FIN_RECVS);
+	if (cqe > t->dev.attr.max_cqe)
+		cqe = t->dev.attr.max_cqe;
+	t->cq = ibv_create_cq(t->dev.ctx, cqe, t, t->chan, 0);
+	if (t->cq == NULL)
+		return xpi_rdma_fail_errno("setting up", "ibv_create_cq", t->dev.name, NULL);
+	/* Completions a wait for a claim takes and keeps: never more than the
+	 * CQ holds (ibv_create_cq may round its size up). */
+	t->backlog_cap = (uint32_t)t->cq->cqe;
+	t->backlog = calloc(t->backlog_cap, sizeof(*t->backlog));
+	if (t->backlog == NULL)
+		return -ENOMEM;
+	t->words = aligned_alloc(4096, XPI_RDMA_NWORDS * sizeof(uint64_t));
+	t->result = aligned_alloc(64, 64);
+	if (t->words == NULL || t->result == NULL)
+		return -ENOMEM;
+	memset(t->words, 0, XPI_RDMA_NWORDS * sizeof(uint64_t));
+	t->words_mr = ibv_reg_mr(t->dev.pd, t->words, XPI_RDMA_NWORDS * sizeof(uint64_t),
+				 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC |
+					 IBV_ACCESS_REMOTE_READ);
+	t->result_mr = ibv_reg_mr(t->dev.pd, t->result, 64, IBV_ACCESS_LOCAL_WRITE);
+	if (t->words_mr == NULL || t->result_mr == NULL)
+		return xpi_rdma_fail_errno("registering the state words", "ibv_reg_mr", t->dev.name,
+					   NULL);
+	struct xpi_rdma_qp_caps caps = { .max_send_wr = XPI_RDMA_SQ_DEPTH, .max_send_sge = 1 };
+	uint32_t inl;
+	for (int p = 0; p < ctx->size; p++) {
+		if (p == ctx->rank || !want[p])
+			continue;
+		rc = xpi_rdma_qp_create(&t->dev, t->cq, t->cq, NULL, &caps, &t->peers[p].qp, &inl,
+					NULL);
+		if (rc < 0)
+			return rc;
+	}
+	rc = xpi_rdma_qp_create(&t->dev, t->cq, t->cq, NULL, &caps, &t->self_qp, &inl, NULL);
+	if (rc < 0)
+		return rc;
+	struct xpi_rdma_addr self;
+	xpi_rdma_dev_addr(&t->dev, &self);
+	self.qpn = t->self_qp->qp_num;
+	self.psn = xpi_rdma_psn();
+	return xpi_rdma_qp_connect(&t->dev, t->self_qp, self.psn, &self, NULL);
+}
+
+static void fill_head(const struct xpi_rdma_tl *t, uint8_t *blob)
+{
+	struct xchg_head h = { .ok = 1,
+			       .mtu = (uint8_t)t->dev.mtu,
+			       .gid_index = t->dev.gid_index,
+			       .lid = t->dev.lid,
+			       .words_addr = (uint64_t)(uintptr_t)t->words,
+			       .words_rkey = t->words_mr->rkey };
+	memcpy(h.gid, t->dev.gid.raw, 16);
+	memcpy(blob, &h, sizeof(h));
+}
+
+/*
+ * Collective (backend.h): every rank takes part in both exchanges, with
+ * nothing to offer if it wants no peer of ours or its device failed. A pair
+ * works if both sides connected their QP to the other's; both compute the
+ * same @ok from the second exchange.
+ */
+static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want, uint8_t *ok)
+{
+	int size = ctx->size, me = ctx->rank, nwant = 0;
+	for (int p = 0; p < size; p++)
+		nwant += p != me && want[p];
+	size_t len = xchg_len(size);
+	uint8_t *mine = calloc(1, len), *all = calloc((size_t)size, len);
+	uint8_t *up = calloc((size_t)size, 1), *ups = calloc((size_t)size, (size_t)size);
+	struct xpi_rdma_tl *t = nwant > 0 ? calloc(1, sizeof(*t)) : NULL;
+	int rc = mine && all && up && ups && (nwant == 0 || t) ? 0 : -ENOMEM;
+	if (t != NULL) {
+		t->ctx = ctx;
+		xpi_dlist_init(&t->fetches);
+		t->peers = calloc((size_t)size, sizeof(*t->peers));
+		if (t->peers == NULL)
+			rc = -ENOMEM;
+		else if (make(t, want) == 0) {
+			fill_head(t, mine);
+			struct xchg_qp *q = (struct xchg_qp *)(mine + sizeof(struct xchg_head));
+			for (int p = 0; p < size; p++)
+				if (t->peers[p].qp != NULL)
+					q[p] = (struct xchg_qp){ t->peers[p].qp->qp_num,
+								 xpi_rdma_psn() };
+		}
+	}
+	if (rc == 0)
+		rc = xpi_boot_allgather(boot, mine, len, all);
+	if (rc == 0 && t != NULL && mine[0] == 1) {
+		const struct xchg_qp *qm =
+			(const struct xchg_qp *)(mine + sizeof(struct xchg_head));
+		for (int p = 0; p < size; p++) {
+			const uint8_t *theirs = all + (size_t)p * len;
+			struct xchg_head h;
+			memcpy(&h, theirs, sizeof(h));
+			if (t->peers[p].qp == NULL || h.ok != 1)
+				continue;
+			struct xchg_qp q;
+			memcpy(&q, theirs + sizeof(h) + (size_t)me * sizeof(q), sizeof(q));
+			struct xpi_rdma_addr remote = { .qpn = q.qpn,
+							.psn = q.psn,
+							.lid = h.lid,
+							.mtu = h.mtu,
+							.gid_index = h.gid_index };
+			memcpy(remote.gid, h.gid, 16);
+			char why[XPI_RDMA_WHY_LEN];
+			if (xpi_rdma_qp_connect(&t->dev, t->peers[p].qp, qm[p].psn, &remote, why) <
+			    0) {
+				xpi_log(XPI_LOG_WARN, "rank %d: rdma to rank %d: %s", me, p, why);
+				continue;
+			}
+			t->peers[p].words_addr = h.words_addr;
+			t->peers[p].words_rkey = h.words_rkey;
+			up[p] = 1;
+		}
+	}
+	if (rc == 0)
+		rc = xpi_boot_allgather(boot, up, (size_t)size, ups);
+	int nok = 0;
+	for (int p = 0; rc == 0 && p < size; p++) {
+		ok[p] = up[p] && ups[(size_t)p * size + me];
+		if (t == NULL || t->peers[p].qp == NULL)
+			continue;
+		if (!ok[p]) {
+			ibv_destroy_qp(t->peers[p].qp);
+			t->peers[p].qp = NULL;
+			continue;
+		}
+		t->peers[p].up = true;
+		nok++;
+	}
+	free(mine);
+	free(all);
+	free(up);
+	free(ups);
+	if (t == NULL)
+		return rc;
+	if (rc == 0 && nok > 0) {
+		for (int p = 0; p < size; p++)
+			for (unsigned i = 0; t->peers[p].up && i < XPI_RDMA_FIN_RECVS; i++) {
+				struct ibv_recv_wr wr = { .wr_id = (uint64_t)RDMA_WR_FIN_RECV
+									   << 56 |
+								   (uint64_t)p },
+						   *bad;
+				if (ibv_post_recv(t->peers[p].qp, &wr, &bad) != 0)
+					rc = -EIO;
+			}
+		for (uint32_t i = 0; i < XPI_RDMA_NWORDS; i++)
+			t->free_words[i] = XPI_RDMA_NWORDS - 1 - i;
+		t->nfree = XPI_RDMA_NWORDS;
+		t->tl_index = ctx->ntls;
+		if (rc == 0)
+			rc = xpi_context_add_tl(ctx, &xpi_rdma_ops, t);
+		if (rc == 0) {
+			if (xpi_debug_on("transport"))
+				xpi_log(XPI_LOG_INFO,
+					"rank %d: rdma on %s port %u (gid index %u, mtu %d) to %d "
+					"peers",
+					me, t->dev.name, t->dev.port, t->dev.gid_index,
+					mtu_bytes(t->dev.mtu), nok);
+			return 0;
+		}
+		/* Not added: the pairs fail; every peer must agree, so this
+		 * fails the job rather than diverge. */
+	}
+	xpi_rdma_ops.destroy(t);
+	return rc;
+}
+
+static int rdma_probe(char *note, size_t n)
+{
+	char why[XPI_RDMA_WHY_LEN];
+	struct xpi_rdma_dev d;
+	if (xpi_rdma_dev_open(device_wanted(NULL), &d, why) < 0) {
+		snprintf(note, n, "%s", why);
+		return 1;
+	}
+	snprintf(note, n,
+		 "%s port %u, %s GID index %u, MTU %d; carries rendezvous payloads "
+		 "(a bulk lane beside tcp)",
+		 d.name, d.port, d.roce ? "RoCE" : "InfiniBand", d.gid_index, mtu_bytes(d.mtu));
+	xpi_rdma_dev_close(&d);
+	return 0;
+}
+
+const struct xpi_backend xpi_rdma_backend = {
+	.name = "rdma",
+	.type = XPI_TL_RDMA,
+	.ops = &xpi_rdma_ops,
+	.card = rdma_card,
+	.attach = rdma_attach,
+	.probe = rdma_probe,
+};

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The RDMA bulk lane between processes, on a real device (the lab VM's
+ * soft-RoCE): XP_TRANSPORTS=tcp,rdma, messages over TCP, rendezvous
+ * payloads read with RDMA. Each rank first checks that rdma really is the
+ * bulk lane to its peer (the engine's lanes, not a route's word), so this
+ * cannot pass over TCP alone.
+ *
+ *   test_rdma_bulk sizes    0 B to 64 MiB both ways, checked byte for byte;
+ *                           from and into buffers the program registered
+ *                           (xp_mem_register) and not; a truncated receive
+ *                           (-EMSGSIZE, the first cap bytes right, nothing
+ *                           written past them)
+ *   test_rdma_bulk dead     rank 1 exits with a 64 MiB send of rank 0's
+ *                           offered to it: the send fails within its
+ *                           deadline, naming rank 1, and does not hang
+ *   test_rdma_bulk fallback XP_RDMA_DEVICE names no device: rdma is left
+ *                           out (a warning says why) and payloads go over
+ *                           tcp, intact
+ *
+ * Skips (77) where the host has no RDMA device.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/engine.h"
+#include "mproc.h"
+#include "pattern.h"
+#include "testutil.h"
+#include "tl_job.h"
+
+static const size_t sizes[] = {
+	0, 1, 16383, 16384, 32768, 65537, 1 << 20, (4 << 20) + 1, 64 << 20
+};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+#define BIG (64u << 20)
+
+static void expect_rdma_bulk(xp_context_t *ctx, int peer)
+{
+	const char *bulk = ctx->tls[ctx->peers[peer].tl_bulk].ops->name;
+	const char *small = ctx->tls[ctx->peers[peer].tl_small].ops->name;
+	if (strcmp(bulk, "rdma") != 0 || strcmp(small, "tcp") != 0)
+		T_FAIL("rank %d -> %d: lanes %s/%s, want tcp/rdma", xp_rank(ctx), peer, small,
+		       bulk);
+}
+
+/* One message of @len from @from to the other, received into @rbuf (its
+ * capacity @cap, with 64 bytes more behind it that must stay untouched);
+ * the sender's buffer @sbuf. */
+static void one(xp_context_t *ctx, int from, size_t len, uint8_t *sbuf, uint8_t *rbuf, size_t cap,
+		uint32_t seed)
+{
+	xp_comm_t *w = xp_comm_world(ctx);
+	int me = xp_rank(ctx), peer = 1 - me;
+	if (me == from) {
+		fill(sbuf, len, seed);
+		T_OK(xp_send(w, sbuf, len, peer, seed));
+		return;
+	}
+	memset(rbuf, 0xa5, cap + 64); /* every receive buffer has 64 bytes to spare */
+	xp_status_t st;
+	int rc = xp_recv(w, rbuf, cap, peer, seed, XP_TAG_EXACT, &st);
+	if (len > cap) {
+		T_EQ(rc, -EMSGSIZE);
+		T_OK(check(rbuf, cap, seed));
+	} else {
+		T_OK(rc);
+		T_EQ(st.length, len);
+		T_OK(check(rbuf, len, seed));
+	}
+	for (size_t i = len < cap ? len : cap; i < (len < cap ? len : cap) + 64; i++)
+		if (rbuf[i] != 0xa5)
+			T_FAIL("%zu B message: byte %zu past it was written", len, i);
+}
+
+static int sizes_body(xp_context_t *ctx)
+{
+	int me = xp_rank(ctx);
+	expect_rdma_bulk(ctx, 1 - me);
+	uint8_t *sbuf = malloc(BIG + 64), *rbuf = malloc(BIG + 64);
+	uint8_t *rsbuf = malloc(BIG + 64), *rrbuf = malloc(BIG + 64);
+	T_CHECK(sbuf && rbuf && rsbuf && rrbuf);
+	xp_mem_t *ms, *mr;
+	T_OK(xp_mem_register(ctx, rsbuf, BIG + 64, &ms));
+	T_OK(xp_mem_register(ctx, rrbuf, BIG + 64, &mr));
+	xp_stats_t before, after;
+	T_OK(xp_stats_get(ctx, &before));
+	uint32_t seed = 1;
+	for (size_t i = 0; i < NSIZES; i++) {
+		for (int from = 0; from < 2; from++) {
+			one(ctx, from, sizes[i], sbuf, rbuf, BIG, seed++);
+			one(ctx, from, sizes[i], rsbuf, rrbuf, BIG, seed++); /* registered */
+		}
+	}
+	/* Truncated: 1 MiB into 300000 bytes, and 64 MiB into 1 MiB. */
+	one(ctx, 0, 1 << 20, sbuf, rbuf, 300000, seed++);
+	one(ctx, 1, BIG, rsbuf, rbuf, 1 << 20, seed++);
+	T_OK(xp_stats_get(ctx, &after));
+	if (after.rndv_sends == before.rndv_sends)
+		T_FAIL("no rendezvous send at all");
+	fprintf(stderr, "   rank %d: %llu rendezvous sends over tcp+rdma\n", me,
+		(unsigned long long)(after.rndv_sends - before.rndv_sends));
+	xp_mem_deregister(ms);
+	xp_mem_deregister(mr);
+	free(sbuf);
+	free(rbuf);
+	free(rsbuf);
+	free(rrbuf);
+	return 0;
+}
+
+static int dead_body(xp_context_t *ctx)
+{
+	int me = xp_rank(ctx);
+	expect_rdma_bulk(ctx, 1 - me);
+	if (me == 1) {
+		/* Take part in one small exchange, so rank 0 knows the
+		 * connection works, then vanish without finalizing. */
+		char c;
+		T_OK(xp_recv(xp_comm_world(ctx), &c, 1, 0, 1, XP_TAG_EXACT, NULL));
+		sleep(1); /* rank 0's 64 MiB send is offered by now */
+		_exit(0);
+	}
+	uint8_t *buf = malloc(BIG);
+	T_CHECK(buf != NULL);
+	fill(buf, BIG, 7);
+	char c = 'x';
+	T_OK(xp_send(xp_comm_world(ctx), &c, 1, 1, 1));
+	xp_request_t *r;
+	T_OK(xp_isend(xp_comm_world(ctx), buf, BIG, 1, 2, &r));
+	int rc = xp_wait(&r, 20000, NULL);
+	fprintf(stderr, "   rank 0: the 64 MiB send to the vanished rank 1 ended: %d (%s) %s\n", rc,
+		xp_strerror(rc), xp_error_detail());
+	T_CHECK(rc < 0);
+	T_CONTAINS(xp_error_detail(), "rank 1");
+	free(buf);
+	return 0;
+}
+
+static int fallback_body(xp_context_t *ctx)
+{
+	int me = xp_rank(ctx), peer = 1 - me;
+	const char *bulk = ctx->tls[ctx->peers[peer].tl_bulk].ops->name;
+	if (strcmp(bulk, "tcp") != 0)
+		T_FAIL("rank %d -> %d: payloads over %s, want tcp", me, peer, bulk);
+	uint8_t *buf = malloc((1 << 20) + 64);
+	T_CHECK(buf != NULL);
+	one(ctx, 0, 1 << 20, buf, buf, 1 << 20, 5);
+	free(buf);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2 || (strcmp(argv[1], "sizes") != 0 && strcmp(argv[1], "dead") != 0 &&
+			  strcmp(argv[1], "fallback") != 0)) {
+		fprintf(stderr, "usage: %s sizes|dead|fallback\n", argv[0]);
+		return 2;
+	}
+	if (getenv("XP_LAB") == NULL && access("/sys/class/infiniband", F_OK) != 0) {
+		printf("SKIP: no RDMA device here (tests/rdma/in-lab.sh runs this in the lab VM)\n");
+		return T_SKIP;
+	}
+	if (strcmp(argv[1], "sizes") == 0)
+		return tl_job_run("tcp,rdma", 2, sizes_body, 280);
+	if (strcmp(argv[1], "fallback") == 0) {
+		setenv("XP_RDMA_DEVICE", "no-such-device", 1);
+		return tl_job_run("tcp,rdma", 2, fallback_body, 120);
+	}
+	/* Rank 1's early exit is the test: mproc reports it, we judge rank 0. */
+	return tl_job_run("tcp,rdma", 2, dead_body, 120);
+}
