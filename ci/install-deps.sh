@@ -43,6 +43,8 @@ test_packages=(
 	# package it fetches itself, with a busybox initramfs and soft-RoCE;
 	# the rxe user-space driver; the rdma tool is iproute2's
 	qemu-system-x86 busybox-static cpio kmod xz-utils ibverbs-providers
+	# perf/compare-rdma.sh: perftest's ib_send_lat and ib_read_bw
+	perftest
 )
 
 case ${1:-} in

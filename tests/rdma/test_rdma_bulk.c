@@ -17,6 +17,11 @@
  *   test_rdma_bulk fallback XP_RDMA_DEVICE names no device: rdma is left
  *                           out (a warning says why) and payloads go over
  *                           tcp, intact
+ *   test_rdma_bulk negotiate no XP_TRANSPORTS, the two ranks on two "hosts"
+ *                           (XP_HOST_ID): the selection picks tcp for
+ *                           messages and rdma for payloads; then with rank
+ *                           1 lacking the device (XP_RDMA_DEVICE naming
+ *                           none), tcp for both, on both sides
  *
  * Skips (77) where the host has no RDMA device.
  */
@@ -153,11 +158,55 @@ static int fallback_body(xp_context_t *ctx)
 	return 0;
 }
 
+/* negotiate: which lanes each rank must see, by the case. */
+static int negotiate_case;
+
+static void negotiate_env(int rank, void *arg)
+{
+	(void)arg;
+	unsetenv("XP_TRANSPORTS");
+	setenv("XP_HOST_ID", rank == 0 ? "host-a" : "host-b", 1);
+	if (negotiate_case == 1 && rank == 1)
+		setenv("XP_RDMA_DEVICE", "no-such-device", 1);
+}
+
+static int negotiate_rank(int rank, void *arg)
+{
+	(void)arg;
+	xp_context_t *ctx = t_start_rank(rank);
+	int peer = 1 - rank;
+	const char *small = ctx->tls[ctx->peers[peer].tl_small].ops->name;
+	const char *bulk = ctx->tls[ctx->peers[peer].tl_bulk].ops->name;
+	const char *want_bulk = negotiate_case == 0 ? "rdma" : "tcp";
+	fprintf(stderr, "   case %d rank %d -> %d: messages over %s, payloads over %s\n",
+		negotiate_case, rank, peer, small, bulk);
+	if (strcmp(small, "tcp") != 0 || strcmp(bulk, want_bulk) != 0)
+		T_FAIL("case %d rank %d: lanes %s/%s, want tcp/%s", negotiate_case, rank, small,
+		       bulk, want_bulk);
+	uint8_t *buf = malloc((1 << 20) + 64);
+	T_CHECK(buf != NULL);
+	one(ctx, 0, 1 << 20, buf, buf, 1 << 20, 9);
+	free(buf);
+	xp_finalize(ctx);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 2 && strcmp(argv[1], "negotiate") == 0) {
+		if (getenv("XP_LAB") == NULL && access("/sys/class/infiniband", F_OK) != 0) {
+			printf("SKIP: no RDMA device here (tests/rdma/in-lab.sh runs this in the "
+			       "lab VM)\n");
+			return T_SKIP;
+		}
+		int failed = 0;
+		for (negotiate_case = 0; negotiate_case < 2; negotiate_case++)
+			failed += mproc_run(2, negotiate_rank, NULL, 120, negotiate_env, NULL) != 0;
+		return failed == 0 ? 0 : 1;
+	}
 	if (argc != 2 || (strcmp(argv[1], "sizes") != 0 && strcmp(argv[1], "dead") != 0 &&
 			  strcmp(argv[1], "fallback") != 0)) {
-		fprintf(stderr, "usage: %s sizes|dead|fallback\n", argv[0]);
+		fprintf(stderr, "usage: %s sizes|dead|fallback|negotiate\n", argv[0]);
 		return 2;
 	}
 	if (getenv("XP_LAB") == NULL && access("/sys/class/infiniband", F_OK) != 0) {
