@@ -40,8 +40,9 @@ static int rdma_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card_t
 		/* A host without RDMA is no news; a device the settings name
 		 * that cannot be had is, once, and its peers go over tcp. */
 		if (device_wanted(ctx) != NULL)
-			xpi_log(XPI_LOG_WARN, "rank %d: rdma: %s; payloads go over the next transport",
-				ctx->rank, text);
+			xpi_log(XPI_LOG_WARN,
+				"rank %d: rdma: %s; payloads go over the next transport", ctx->rank,
+				text);
 		*why = text;
 		return 1;
 	}
