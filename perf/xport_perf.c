@@ -218,6 +218,7 @@ struct rank_state {
 	int rank, peer;
 	xp_context_t *ctx;
 	xp_comm_t *comm;
+	char lanes[32]; /* a result's transport when the lanes differ: "tcp/rdma" */
 	pthread_t thread;
 	uint8_t *sbuf, *rbuf;   /* lat, and the senders' buffer */
 	uint8_t *win;           /* receivers of windowed tests: a round's buffers */
@@ -780,7 +781,13 @@ static void stats_after(struct rank_state *rs, const char *test, size_t size, st
 	xp_route_t route;
 	XP_CHECK(0, xp_route_get(rs->ctx, rs->peer, size, &route));
 	const char *counted = eager != 0 && rndv != 0 ? "mixed" : rndv != 0 ? "rndv" : "eager";
-	r->transport = route.transport;
+	/* "tcp/rdma": messages over tcp, rendezvous payloads over rdma. */
+	if (strcmp(route.transport, route.payloads) != 0) {
+		snprintf(rs->lanes, sizeof(rs->lanes), "%s/%s", route.transport, route.payloads);
+		r->transport = rs->lanes;
+	} else {
+		r->transport = route.transport;
+	}
 	r->protocol = route.protocol;
 	r->route_protocol = NULL;
 	if (strcmp(counted, route.protocol) != 0) {
@@ -1863,6 +1870,11 @@ static void print_header(struct rank_state *rs)
 		"# rendezvous %s; rank 0's pool on %s pages; clock CLOCK_MONOTONIC_RAW, %.0f ns "
 		"a read\n",
 		rndv, st.pool_hugepages ? "hugetlb" : "ordinary", b->clock_ns);
+	if (strcmp(route.transport, route.payloads) != 0)
+		fprintf(hdr_out,
+			"# lanes: messages over %s, rendezvous payloads over %s (transport %s/%s "
+			"in the rows)\n",
+			route.transport, route.payloads, route.transport, route.payloads);
 	fflush(hdr_out);
 	print_table_head(o);
 }

@@ -471,6 +471,9 @@ typedef struct xp_route {
 	const char *transport; /* of the messages: "inproc", "self", "shm", "tcp" (static) */
 	const char *protocol;  /* "eager" or "rndv" for a message of that size */
 	size_t rndv_threshold; /* messages this long or longer use rendezvous */
+	/* of rendezvous payloads: the same as transport unless a faster one
+	 * carries them ("rdma" beside "tcp", "shm" beside "tcp") (static) */
+	const char *payloads;
 } xp_route_t;
 
 /** Says which transport and protocol serve a message of @size bytes to @peer. */

@@ -42,6 +42,7 @@ XPI_EXPORT int xp_route_get(xp_context_t *ctx, int peer, size_t size, xp_route_t
 		.transport = ctx->tls[p->tl_small].ops->name,
 		.protocol = size < p->rndv_threshold ? "eager" : "rndv",
 		.rndv_threshold = p->rndv_threshold,
+		.payloads = ctx->tls[p->tl_bulk].ops->name,
 	};
 	return 0;
 }
