@@ -17,6 +17,18 @@
  *   test_rdma_bulk fallback XP_RDMA_DEVICE names no device: rdma is left
  *                           out (a warning says why) and payloads go over
  *                           tcp, intact
+ *   test_rdma_bulk race     withdrawals racing the receiver's claim: rank 0
+ *                           offers 64 KiB, cancels it after a varying
+ *                           delay while rank 1's receive is posted, and at
+ *                           once overwrites its buffer; then sends a short
+ *                           message on the same tag. Either the claim won
+ *                           (the send completes, rank 1 gets the 64 KiB
+ *                           intact, then the short one) or the withdrawal
+ *                           did (-ECANCELED, rank 1's receive gets the
+ *                           short one): never the overwritten bytes, and
+ *                           each side's view agrees with the other's
+ *   test_rdma_bulk dead_sender  rank 0 exits while rank 1 reads its 64 MiB
+ *                           payload: the receive fails naming rank 0
  *   test_rdma_bulk negotiate no XP_TRANSPORTS, the two ranks on two "hosts"
  *                           (XP_HOST_ID): the selection picks tcp for
  *                           messages and rdma for payloads; then with rank
@@ -26,9 +38,11 @@
  * Skips (77) where the host has no RDMA device.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/engine.h"
@@ -158,6 +172,115 @@ static int fallback_body(xp_context_t *ctx)
 	return 0;
 }
 
+#define RACE_N 300
+#define RACE_LEN (64u << 10)
+
+static int race_body(xp_context_t *ctx)
+{
+	xp_comm_t *w = xp_comm_world(ctx);
+	int me = xp_rank(ctx);
+	expect_rdma_bulk(ctx, 1 - me);
+	uint8_t *buf = malloc(RACE_LEN);
+	T_CHECK(buf != NULL);
+	int claimed = 0, withdrawn = 0, raced = 0;
+	uint32_t rng = 12345;
+	for (int i = 0; i < RACE_N; i++) {
+		uint64_t tag = (uint64_t)i;
+		uint8_t outcome;
+		if (me == 1) {
+			xp_status_t st;
+			T_OK(xp_recv(w, buf, RACE_LEN, 0, tag, XP_TAG_EXACT, &st));
+			bool got_long = st.length == RACE_LEN;
+			if (got_long) {
+				T_OK(check(buf, RACE_LEN, (uint32_t)(2 * i + 1)));
+				T_OK(xp_recv(w, buf, RACE_LEN, 0, tag, XP_TAG_EXACT, &st));
+			}
+			T_EQ(st.length, 8);
+			T_OK(check(buf, 8, (uint32_t)(2 * i + 2)));
+			T_OK(xp_recv(w, &outcome, 1, 0, 1000000 + tag, XP_TAG_EXACT, NULL));
+			if (got_long != (outcome == 'C'))
+				T_FAIL("round %d: the sender saw %s, the receiver got %s", i,
+				       outcome == 'C' ? "its send complete" : "it withdrawn",
+				       got_long ? "the payload" : "only the short message");
+			claimed += got_long;
+			withdrawn += !got_long;
+			continue;
+		}
+		fill(buf, RACE_LEN, (uint32_t)(2 * i + 1));
+		xp_request_t *r;
+		T_OK(xp_isend(w, buf, RACE_LEN, 1, tag, &r));
+		rng = rng * 1103515245u + 12345u;
+		/* 0 to 4 ms, spread evenly over a log scale from 1 us: the
+		 * claim's round trip is some microseconds on a NIC and a few
+		 * hundred under the lab's emulation, and both must be met. */
+		double frac = (double)((rng >> 8) % 1000) / 1000.0;
+		int64_t spin_ns = (int64_t)(1000.0 * pow(4000.0, frac));
+		/* Waiting as a sender with a deadline does: progressing (the
+		 * announcement goes out, a FIN comes in), then giving up. */
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		int rc = 1;
+		do {
+			rc = xp_test(&r, NULL);
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		} while (rc == 0 &&
+			 (t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) <
+				 spin_ns);
+		if (rc < 0)
+			T_FAIL("round %d: the send failed: %s", i, xp_error_detail());
+		if (rc == 0) { /* still pending: withdraw it, racing the claim */
+			T_OK(xp_cancel(r));
+			rc = xp_wait(&r, 20000, NULL);
+			raced += rc == 0; /* asked to withdraw, but the claim came first */
+		} else {
+			rc = 0; /* completed: the claim won outright */
+		}
+		if (rc != 0 && rc != -ECANCELED)
+			T_FAIL("round %d: the send ended %d (%s)", i, rc, xp_error_detail());
+		/* The buffer is ours again either way: a read of it now would
+		 * deliver these bytes. */
+		memset(buf, 0xdd, RACE_LEN);
+		fill(buf, 8, (uint32_t)(2 * i + 2));
+		T_OK(xp_send(w, buf, 8, 1, tag));
+		outcome = rc == 0 ? 'C' : 'W';
+		T_OK(xp_send(w, &outcome, 1, 1, 1000000 + tag));
+		claimed += rc == 0;
+		withdrawn += rc != 0;
+	}
+	fprintf(stderr,
+		"   rank %d: %d rounds: the claim won %d (%d of them against a withdrawal already "
+		"asked for), the withdrawal %d\n",
+		me, RACE_N, claimed, raced, withdrawn);
+	free(buf);
+	return 0;
+}
+
+static int dead_sender_body(xp_context_t *ctx)
+{
+	int me = xp_rank(ctx);
+	expect_rdma_bulk(ctx, 1 - me);
+	uint8_t *buf = malloc(BIG);
+	T_CHECK(buf != NULL);
+	if (me == 0) {
+		fill(buf, BIG, 3);
+		xp_request_t *r;
+		T_OK(xp_isend(xp_comm_world(ctx), buf, BIG, 1, 2, &r));
+		/* The claim and the read need nothing of this process: let rank
+		 * 1 start reading, then vanish in the middle of it (64 MiB at
+		 * the lab's tens of MB/s take seconds). */
+		sleep(1);
+		_exit(0);
+	}
+	int rc = xp_recv(xp_comm_world(ctx), buf, BIG, 0, 2, XP_TAG_EXACT, NULL);
+	fprintf(stderr,
+		"   rank 1: the 64 MiB receive from the vanished rank 0 ended: %d (%s) %s\n", rc,
+		xp_strerror(rc), xp_error_detail());
+	T_CHECK(rc < 0);
+	T_CONTAINS(xp_error_detail(), "rank 0");
+	free(buf);
+	return 0;
+}
+
 /* negotiate: which lanes each rank must see, by the case. */
 static int negotiate_case;
 
@@ -204,9 +327,14 @@ int main(int argc, char **argv)
 			failed += mproc_run(2, negotiate_rank, NULL, 120, negotiate_env, NULL) != 0;
 		return failed == 0 ? 0 : 1;
 	}
-	if (argc != 2 || (strcmp(argv[1], "sizes") != 0 && strcmp(argv[1], "dead") != 0 &&
-			  strcmp(argv[1], "fallback") != 0)) {
-		fprintf(stderr, "usage: %s sizes|dead|fallback|negotiate\n", argv[0]);
+	static const char *const modes[] = { "sizes", "dead", "fallback", "race", "dead_sender" };
+	int mode = -1;
+	for (int i = 0; argc == 2 && i < (int)(sizeof(modes) / sizeof(modes[0])); i++)
+		if (strcmp(argv[1], modes[i]) == 0)
+			mode = i;
+	if (mode < 0) {
+		fprintf(stderr, "usage: %s sizes|dead|fallback|race|dead_sender|negotiate\n",
+			argv[0]);
 		return 2;
 	}
 	if (getenv("XP_LAB") == NULL && access("/sys/class/infiniband", F_OK) != 0) {
@@ -215,6 +343,10 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "sizes") == 0)
 		return tl_job_run("tcp,rdma", 2, sizes_body, 280);
+	if (strcmp(argv[1], "race") == 0)
+		return tl_job_run("tcp,rdma", 2, race_body, 300);
+	if (strcmp(argv[1], "dead_sender") == 0)
+		return tl_job_run("tcp,rdma", 2, dead_sender_body, 120);
 	if (strcmp(argv[1], "fallback") == 0) {
 		setenv("XP_RDMA_DEVICE", "no-such-device", 1);
 		return tl_job_run("tcp,rdma", 2, fallback_body, 120);
