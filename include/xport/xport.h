@@ -183,6 +183,10 @@ typedef struct xp_config {
 	/* The RDMA device to use (as UCX_NET_DEVICES names one), e.g. "mlx5_0"
 	 * or "rxe0"; XP_RDMA_DEVICE; NULL: the first with an active port. */
 	const char *rdma_device;
+	/* Bound on the memory of the program's registrations that the RDMA
+	 * registration cache keeps pinned (chunks no transfer uses are let go
+	 * least recently used first); XP_RDMA_RCACHE_BYTES; 1 GiB. */
+	size_t rdma_rcache_bytes;
 } xp_config_t;
 
 /** Fills @cfg with defaults and then the XP_* environment. A variable whose
@@ -438,7 +442,13 @@ void xp_buf_release(xp_buf_t *buf);
  * Registers [@addr, @addr + @len) once with every backend of the context
  * that needs registrations (and with backends activated later). Sends and
  * receives whose buffer lies inside a registration use it instead of
- * registering on the fly. The memory must stay mapped until deregistered.
+ * registering on the fly. The memory must stay mapped until deregistered:
+ * deregister before you free or unmap it (and before memory mapped later
+ * at the same addresses is used), as xport watches no free or munmap. A
+ * backend may pin a large registration lazily, in chunks as transfers use
+ * them, within a bound of its own (RDMA: XP_RDMA_RCACHE_BYTES, least
+ * recently used chunks let go); deregistering drops them all. Buffers not
+ * inside a registration are registered for each transfer alone.
  * Returns 0, -EINVAL, -ENOMEM, or a backend's code.
  */
 int xp_mem_register(xp_context_t *ctx, void *addr, size_t len, xp_mem_t **mem);

@@ -100,6 +100,7 @@ int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
 	copy_text(out->debug, sizeof(out->debug), cfg.debug);
 	copy_text(out->host_id, sizeof(out->host_id), cfg.host_id);
 	copy_text(out->rdma_device, sizeof(out->rdma_device), cfg.rdma_device);
+	out->rdma_rcache_bytes = cfg.rdma_rcache_bytes;
 	/* The strings of the given config need not outlive this call. */
 	out->given = cfg;
 	out->given.job_key = out->has_job_key ? out->job_key : NULL;
@@ -107,6 +108,7 @@ int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
 	out->given.transports = cfg.transports != NULL ? out->transports : NULL;
 	out->given.debug = cfg.debug != NULL ? out->debug : NULL;
 	out->given.host_id = cfg.host_id != NULL ? out->host_id : NULL;
+	out->given.rdma_device = cfg.rdma_device != NULL ? out->rdma_device : NULL;
 	xpi_log_configure(out->log_level, out->debug_mask);
 	log_settings(out, table, count);
 	return 0;

@@ -70,6 +70,9 @@ static const struct xpi_setting table[] = {
 	  "bytes a collective's pipeline moves at a time (0: from the links)" },
 	{ "XP_RDMA_DEVICE", "rdma_device", XPI_SET_STRING, F(rdma_device), 1, 63, NULL, NULL,
 	  "rdma: the device to use (unset: the first with an active port)" },
+	{ "XP_RDMA_RCACHE_BYTES", "rdma_rcache_bytes", XPI_SET_SIZE, F(rdma_rcache_bytes), 0,
+	  (long long)XP_MSG_MAX, NULL, NULL,
+	  "rdma: bound on registered memory the cache keeps pinned" },
 };
 
 _Static_assert(XPI_ARRAY_SIZE(table) <= XPI_SETTINGS_MAX, "XPI_SETTINGS_MAX too small");
@@ -341,6 +344,7 @@ static void set_defaults(xp_config_t *cfg)
 	cfg->shm_cma_min = SIZE_MAX;
 	cfg->tcp_zc = XP_TCP_ZC_AUTO;
 	cfg->log_level = XP_LOG_WARN;
+	cfg->rdma_rcache_bytes = (size_t)1 << 30;
 }
 
 int xpi_setting_from_env(const struct xpi_setting *s, xp_config_t *cfg, char *why, size_t n)

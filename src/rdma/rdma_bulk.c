@@ -23,35 +23,47 @@ static uint64_t word_of(uint32_t gen, unsigned state)
 	return (uint64_t)gen << 2 | state;
 }
 
+/* The program's registrations and the pool's: regions of the cache
+ * (rdma_rcache.h), small ones pinned now, large ones chunk by chunk. */
 static int rdma_mem_reg(void *tlp, void *addr, size_t len, void **handle)
 {
 	struct xpi_rdma_tl *t = tlp;
-	struct ibv_mr *mr = ibv_reg_mr(t->dev.pd, addr, len,
-				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
-					       IBV_ACCESS_REMOTE_WRITE);
-	if (mr == NULL)
+	struct rdma_region *r;
+	int rc = xpi_rcache_region_new(&t->rcache, addr, len, &r);
+	if (rc < 0) {
+		errno = -rc;
 		return xpi_rdma_fail_errno("registering memory", "ibv_reg_mr", t->dev.name, NULL);
-	*handle = mr;
+	}
+	*handle = r;
 	return 0;
 }
 
 static void rdma_mem_dereg(void *tlp, void *handle)
 {
-	(void)tlp;
-	ibv_dereg_mr(handle);
+	struct xpi_rdma_tl *t = tlp;
+	xpi_rcache_region_free(&t->rcache, handle);
 }
 
 /*
- * The memory region covering [buf, buf + len): the program's registration
- * if it made one (@reg), else one made now for this transfer alone, in
- * *@own (deregistered when it ends). NULL with *@err set on failure.
+ * The memory region covering [buf, buf + len): from the cache if the
+ * program registered the memory (@reg; *@chunk is then what to give back),
+ * else one made now for this transfer alone, in *@own (deregistered when it
+ * ends). NULL with *@err set on failure.
  */
 static struct ibv_mr *region_for(struct xpi_rdma_tl *t, const struct xpi_reg *reg, void *buf,
-				 size_t len, int access, struct ibv_mr **own, int *err)
+				 size_t len, int access, struct ibv_mr **own,
+				 struct rdma_rentry **chunk, int *err)
 {
 	*own = NULL;
-	if (reg != NULL && reg->nregistered > t->tl_index && reg->handles[t->tl_index] != NULL)
-		return reg->handles[t->tl_index];
+	*chunk = NULL;
+	if (reg != NULL && reg->nregistered > t->tl_index && reg->handles[t->tl_index] != NULL) {
+		struct ibv_mr *mr =
+			xpi_rcache_get(&t->rcache, reg->handles[t->tl_index], buf, len, chunk, err);
+		if (mr == NULL)
+			xpi_fail(*err, "rank %d: rdma: cannot pin registered memory: %s",
+				 t->ctx->rank, xp_strerror(*err));
+		return mr;
+	}
 	struct ibv_mr *mr = ibv_reg_mr(t->dev.pd, buf, len, access);
 	if (mr == NULL) {
 		*err = xpi_rdma_fail_errno("registering a rendezvous buffer", "ibv_reg_mr",
@@ -67,6 +79,7 @@ static void release_word(struct xpi_rdma_tl *t, uint32_t idx)
 	struct rdma_offer *o = &t->offers[idx];
 	if (o->mr != NULL)
 		ibv_dereg_mr(o->mr);
+	xpi_rcache_put(&t->rcache, o->chunk);
 	__atomic_store_n(&t->words[idx], word_of(o->gen, RDMA_W_FREE), __ATOMIC_RELAXED);
 	*o = (struct rdma_offer){ 0 };
 	t->free_words[t->nfree++] = idx;
@@ -82,16 +95,20 @@ static int rdma_rndv_offer(void *tlp, int peer, xp_request_t *sreq, const struct
 	if (t->nfree == 0)
 		return -EAGAIN; /* every state word is in use: wait for a FIN */
 	struct ibv_mr *mr = NULL, *own = NULL;
+	struct rdma_rentry *chunk = NULL;
 	if (sreq->len != 0) {
 		int err = 0;
-		mr = region_for(t, reg, sreq->buf, sreq->len, IBV_ACCESS_REMOTE_READ, &own, &err);
+		mr = region_for(t, reg, sreq->buf, sreq->len, IBV_ACCESS_REMOTE_READ, &own, &chunk,
+				&err);
 		if (mr == NULL)
 			return err;
 	}
 	uint32_t idx = t->free_words[--t->nfree];
 	uint32_t gen = t->gens[idx] = (t->gens[idx] + 1) & 0x3fffffff;
 	__atomic_store_n(&t->words[idx], word_of(gen, RDMA_W_PENDING), __ATOMIC_RELAXED);
-	t->offers[idx] = (struct rdma_offer){ .sreq = sreq, .mr = own, .peer = peer, .gen = gen };
+	t->offers[idx] = (struct rdma_offer){
+		.sreq = sreq, .mr = own, .chunk = chunk, .peer = peer, .gen = gen
+	};
 	xpi_request_get(sreq); /* until its FIN, or it is withdrawn */
 	sreq->tl_id = idx;
 	uint64_t addr = (uint64_t)(uintptr_t)sreq->buf;
@@ -241,18 +258,24 @@ static int rdma_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap
 		return rc < 0 ? rc : 0;
 	}
 	struct ibv_mr *own = NULL;
+	struct rdma_rentry *chunk = NULL;
 	int err = 0;
-	struct ibv_mr *mr = region_for(t, dst_reg, dst, n, IBV_ACCESS_LOCAL_WRITE, &own, &err);
+	struct ibv_mr *mr =
+		region_for(t, dst_reg, dst, n, IBV_ACCESS_LOCAL_WRITE, &own, &chunk, &err);
 	struct rdma_fetch *f = mr != NULL ? malloc(sizeof(*f)) : NULL;
 	if (f == NULL) {
 		if (own != NULL)
 			ibv_dereg_mr(own);
+		xpi_rcache_put(&t->rcache, chunk);
 		send_fin(t, src, idx, true); /* its send fails too */
 		return mr == NULL ? err : -ENOMEM;
 	}
-	*f = (struct rdma_fetch){
-		.id = t->next_fetch++, .rreq = rreq, .mr = own, .peer = src, .idx = idx
-	};
+	*f = (struct rdma_fetch){ .id = t->next_fetch++,
+				  .rreq = rreq,
+				  .mr = own,
+				  .chunk = chunk,
+				  .peer = src,
+				  .idx = idx };
 	struct ibv_sge sge = { (uintptr_t)dst, (uint32_t)n, mr->lkey };
 	struct ibv_send_wr wr = { .wr_id = wr_id(RDMA_WR_READ, f->id),
 				  .sg_list = &sge,
@@ -268,6 +291,7 @@ static int rdma_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap
 							t->dev.name, NULL);
 		if (own != NULL)
 			ibv_dereg_mr(own);
+		xpi_rcache_put(&t->rcache, chunk);
 		free(f);
 		send_fin(t, src, idx, true);
 		return rc;
@@ -343,6 +367,7 @@ static void read_done(struct xpi_rdma_tl *t, uint64_t id, enum ibv_wc_status sta
 	xpi_dlist_remove(&f->link);
 	if (f->mr != NULL)
 		ibv_dereg_mr(f->mr);
+	xpi_rcache_put(&t->rcache, f->chunk);
 	int peer = f->peer;
 	xp_request_t *r = f->rreq;
 	uint32_t idx = f->idx;
@@ -513,6 +538,7 @@ static void rdma_destroy(void *tlp)
 			xpi_engine_drop_request(t->ctx, f->rreq);
 		if (f->mr != NULL)
 			ibv_dereg_mr(f->mr);
+		xpi_rcache_put(&t->rcache, f->chunk);
 		free(f);
 	}
 	if (t->self_qp != NULL)
@@ -528,6 +554,8 @@ static void rdma_destroy(void *tlp)
 		ibv_dereg_mr(t->words_mr);
 	if (t->result_mr != NULL)
 		ibv_dereg_mr(t->result_mr);
+	if (t->rcache.pd != NULL)
+		xpi_rcache_fini(&t->rcache);
 	free(t->words);
 	free(t->result);
 	free(t->backlog);

@@ -98,6 +98,7 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 		warn_once(ctx, why);
 		return rc;
 	}
+	xpi_rcache_init(&t->rcache, t->dev.pd, ctx->cfg.rdma_rcache_bytes);
 	t->chan = ibv_create_comp_channel(t->dev.ctx);
 	if (t->chan == NULL)
 		return xpi_rdma_fail_errno("setting up", "ibv_create_comp_channel", t->dev.name,

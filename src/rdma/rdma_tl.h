@@ -38,6 +38,7 @@
 #include "../core/dlist.h"
 #include "../core/engine.h"
 #include "rdma.h"
+#include "rdma_rcache.h"
 
 /* State words per rank: rendezvous sends offered and not yet finished. */
 #define XPI_RDMA_NWORDS 1024u
@@ -76,7 +77,8 @@ struct rdma_peer {
 /* A send we offered: word index @i. */
 struct rdma_offer {
 	xp_request_t *sreq;
-	struct ibv_mr *mr; /* registered for it (NULL: the user's or none) */
+	struct ibv_mr *mr;         /* registered for it alone (NULL: cached, or none) */
+	struct rdma_rentry *chunk; /* the cache's chunk it holds, or NULL */
 	int peer;
 	uint32_t gen;
 };
@@ -85,8 +87,9 @@ struct rdma_offer {
 struct rdma_fetch {
 	struct xpi_dlink link;
 	uint64_t id;
-	xp_request_t *rreq; /* NULL: its receive gave up (rndv_abort) */
-	struct ibv_mr *mr;  /* registered for it (NULL: the user's) */
+	xp_request_t *rreq;        /* NULL: its receive gave up (rndv_abort) */
+	struct ibv_mr *mr;         /* registered for it alone (NULL: cached) */
+	struct rdma_rentry *chunk; /* the cache's chunk it holds, or NULL */
 	int peer;
 	uint32_t idx;
 };
@@ -95,6 +98,7 @@ struct xpi_rdma_tl {
 	xp_context_t *ctx;
 	int tl_index;
 	struct xpi_rdma_dev dev;
+	struct rdma_rcache rcache; /* of the program's registrations */
 	struct ibv_comp_channel *chan;
 	struct ibv_cq *cq;
 	bool cq_armed; /* notification requested for the sleep */

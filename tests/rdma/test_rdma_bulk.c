@@ -29,6 +29,13 @@
  *                           each side's view agrees with the other's
  *   test_rdma_bulk dead_sender  rank 0 exits while rank 1 reads its 64 MiB
  *                           payload: the receive fails naming rank 0
+ *   test_rdma_bulk rcache   the registration cache, with its bound at 8 MiB:
+ *                           transfers from and into a 96 MiB registration
+ *                           (pinned in 2 MiB chunks) hit, miss and evict as
+ *                           counted; then the sender deregisters, unmaps,
+ *                           maps new memory at the same address, fills it
+ *                           anew and registers it: the receiver gets the new
+ *                           bytes, not the old pages' (no stale key)
  *   test_rdma_bulk negotiate no XP_TRANSPORTS, the two ranks on two "hosts"
  *                           (XP_HOST_ID): the selection picks tcp for
  *                           messages and rdma for payloads; then with rank
@@ -45,7 +52,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/mman.h>
+
 #include "core/engine.h"
+#include "rdma/rdma_tl.h"
 #include "mproc.h"
 #include "pattern.h"
 #include "testutil.h"
@@ -169,6 +179,87 @@ static int fallback_body(xp_context_t *ctx)
 	T_CHECK(buf != NULL);
 	one(ctx, 0, 1 << 20, buf, buf, 1 << 20, 5);
 	free(buf);
+	return 0;
+}
+
+#define RC_LEN (96u << 20)
+#define RC_MSG (1u << 20)
+
+static struct rdma_rcache *rcache_of(xp_context_t *ctx, int peer)
+{
+	return &((struct xpi_rdma_tl *)ctx->tls[ctx->peers[peer].tl_bulk].tl)->rcache;
+}
+
+/* A fixed address for the registration, the same in both processes. */
+#define RC_ADDR ((void *)(uintptr_t)0x7e0000000000ull)
+
+static uint8_t *map_at(void *addr)
+{
+	void *p = mmap(addr, RC_LEN, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (p == MAP_FAILED || p != addr)
+		T_FAIL("cannot map %u MiB at %p", RC_LEN >> 20, addr);
+	return p;
+}
+
+static int rcache_body(xp_context_t *ctx)
+{
+	xp_comm_t *w = xp_comm_world(ctx);
+	int me = xp_rank(ctx), peer = 1 - me;
+	expect_rdma_bulk(ctx, peer);
+	struct rdma_rcache *rc = rcache_of(ctx, peer);
+	T_EQ(rc->max_bytes, 8u << 20);
+	uint8_t *mem = map_at(RC_ADDR);
+	xp_mem_t *reg;
+	T_OK(xp_mem_register(ctx, mem, RC_LEN, &reg));
+	/* Offsets: one chunk twice (a miss, then hits), then ten others: the
+	 * cache holds four 2 MiB chunks, so it lets old ones go. */
+	size_t offs[] = { 0,         0,         1u << 20,  10u << 20, 20u << 20,
+			  30u << 20, 40u << 20, 50u << 20, 60u << 20, 70u << 20,
+			  80u << 20, 90u << 20, 0 };
+	uint32_t seed = 100;
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		uint8_t *p = mem + offs[i];
+		if (me == 0) {
+			fill(p, RC_MSG, seed);
+			T_OK(xp_send(w, p, RC_MSG, 1, seed));
+		} else {
+			T_OK(xp_recv(w, p, RC_MSG, 0, seed, XP_TAG_EXACT, NULL));
+			T_OK(check(p, RC_MSG, seed));
+		}
+		seed++;
+	}
+	fprintf(stderr, "   rank %d: %llu hits, %llu misses, %llu evictions, %zu bytes pinned\n",
+		me, (unsigned long long)rc->hits, (unsigned long long)rc->misses,
+		(unsigned long long)rc->evictions, rc->bytes);
+	T_CHECK(rc->hits >= 2);
+	T_CHECK(rc->misses >= 11);
+	T_CHECK(rc->evictions >= 6);
+	T_CHECK(rc->bytes <= rc->max_bytes);
+
+	/* New memory at the same address: deregistered first, as xport.h
+	 * asks, so nothing of the old pages may be used. */
+	if (me == 0) {
+		fill(mem, RC_MSG, 7777); /* what a stale key would still show */
+		xp_mem_deregister(reg);
+		T_EQ(rc->bytes, 0);
+		T_EQ(munmap(mem, RC_LEN), 0);
+		mem = map_at(RC_ADDR);
+		fill(mem, RC_MSG, 8888);
+		T_OK(xp_mem_register(ctx, mem, RC_LEN, &reg));
+		uint64_t misses = rc->misses;
+		T_OK(xp_send(w, mem, RC_MSG, 1, 8888));
+		T_EQ(rc->misses, misses + 1);
+	} else {
+		T_OK(xp_recv(w, mem, RC_MSG, 0, 8888, XP_TAG_EXACT, NULL));
+		if (check(mem, RC_MSG, 8888) != 0)
+			T_FAIL("the payload is not the new memory's%s",
+			       check(mem, RC_MSG, 7777) == 0 ?
+				       ": it is the old pages' (stale key)" :
+				       "");
+	}
+	xp_mem_deregister(reg);
+	munmap(mem, RC_LEN);
 	return 0;
 }
 
@@ -327,13 +418,14 @@ int main(int argc, char **argv)
 			failed += mproc_run(2, negotiate_rank, NULL, 120, negotiate_env, NULL) != 0;
 		return failed == 0 ? 0 : 1;
 	}
-	static const char *const modes[] = { "sizes", "dead", "fallback", "race", "dead_sender" };
+	static const char *const modes[] = { "sizes", "dead",   "fallback",
+					     "race",  "rcache", "dead_sender" };
 	int mode = -1;
 	for (int i = 0; argc == 2 && i < (int)(sizeof(modes) / sizeof(modes[0])); i++)
 		if (strcmp(argv[1], modes[i]) == 0)
 			mode = i;
 	if (mode < 0) {
-		fprintf(stderr, "usage: %s sizes|dead|fallback|race|dead_sender|negotiate\n",
+		fprintf(stderr, "usage: %s sizes|dead|fallback|race|rcache|dead_sender|negotiate\n",
 			argv[0]);
 		return 2;
 	}
@@ -343,6 +435,10 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "sizes") == 0)
 		return tl_job_run("tcp,rdma", 2, sizes_body, 280);
+	if (strcmp(argv[1], "rcache") == 0) {
+		setenv("XP_RDMA_RCACHE_BYTES", "8m", 1);
+		return tl_job_run("tcp,rdma", 2, rcache_body, 200);
+	}
 	if (strcmp(argv[1], "race") == 0)
 		return tl_job_run("tcp,rdma", 2, race_body, 300);
 	if (strcmp(argv[1], "dead_sender") == 0)
