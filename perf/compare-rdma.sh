@@ -51,6 +51,7 @@ cmds=(
 	"ib_read_bw -d $dev -x $gid -s 1048576 -n 1000 -F -p PORT  (server), and the same + 127.0.0.1 (client)"
 	"XP_TRANSPORTS=tcp,rdma $build/tools/xprun -n 2 $build/perf/xport-perf lat --sizes 8 --json --no-pin"
 	"XP_TRANSPORTS=tcp,rdma $build/tools/xprun -n 2 $build/perf/xport-perf bw --sizes 1048576 --json --no-pin"
+	"XP_TRANSPORTS=tcp,rdma $build/tools/xprun -n 2 $build/perf/xport-perf bw --sizes 1048576 --json --no-pin --register"
 )
 
 # perftest: server in the background, client to 127.0.0.1 (its own TCP
@@ -68,10 +69,10 @@ perftest() { # tool size field-index
 	wait $spid 2>/dev/null
 	echo "$out" | awk -v c="$col" -v s="$size" '$1 == s { print $c; exit }'
 }
-xport() { # test size key
+xport() { # test size key [extra option]
 	local out
 	out=$(XP_TRANSPORTS=tcp,rdma timeout 300 "$build/tools/xprun" -n 2 "$build/perf/xport-perf" \
-		"$1" --sizes "$2" --json --no-pin 2>/dev/null)
+		"$1" --sizes "$2" --json --no-pin ${4:-} 2>/dev/null)
 	echo "$out" | python3 -c "import sys, json
 for l in sys.stdin:
     try: d = json.loads(l)
@@ -79,17 +80,18 @@ for l in sys.stdin:
     if d.get('size') == $2 and '$3' in d: print(d['$3'])"
 }
 
-declare -a lat_ib lat_xp bw_ib bw_xp
+declare -a lat_ib lat_xp bw_ib bw_xp bw_xr
 for ((r = 0; r < rounds; r++)); do
 	echo "compare-rdma: round $((r + 1))/$rounds" >&2
 	lat_ib+=("$(perftest ib_send_lat 8 6)")      # t_typical [usec]
 	lat_xp+=("$(xport lat 8 lat_us_p50)")
 	bw_ib+=("$(perftest ib_read_bw 1048576 4)")  # BW average [MB/sec], MiB/s
 	bw_xp+=("$(xport bw 1048576 bw_MBps)")       # 10^6 B/s
+	bw_xr+=("$(xport bw 1048576 bw_MBps --register)")
 done
 med() { printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
 li=$(med "${lat_ib[@]}"); lx=$(med "${lat_xp[@]}")
-bi=$(med "${bw_ib[@]}"); bx=$(med "${bw_xp[@]}")
+bi=$(med "${bw_ib[@]}"); bx=$(med "${bw_xp[@]}"); br=$(med "${bw_xr[@]}")
 # perftest's MB/sec are MiB/s: both in 10^6 B/s here.
 bi_mb=$(awk -v b="$bi" 'BEGIN { if (b == "-") print "-"; else printf "%.1f", b * 1.048576 }')
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
@@ -98,9 +100,12 @@ echo "# compare-rdma on $dev (gid index $gid), $rounds rounds, medians; xport: X
 printf '%-28s %12s %12s %8s\n' "row" "perftest" "xport" "ratio"
 printf '%-28s %12s %12s %8s\n' "8 B latency, us (p50)" "$li" "$lx" "$(ratio "$lx" "$li")"
 printf '%-28s %12s %12s %8s\n' "1 MiB bandwidth, MB/s" "$bi_mb" "$bx" "$(ratio "$bx" "$bi_mb")"
+printf '%-28s %12s %12s %8s\n' "  the same, --register" "$bi_mb" "$br" "$(ratio "$br" "$bi_mb")"
 echo "# latency: ib_send_lat's t_typical against xport-perf lat_us_p50; xport's 8 B messages go"
 echo "#   over TCP (rdma is a bulk lane only so far). Bandwidth: ib_read_bw's BW average (MiB/s,"
-echo "#   shown in 10^6 B/s) against xport-perf bw_MBps (a window of sends, payloads read by RDMA)."
-echo "# rounds: perftest lat ${lat_ib[*]} | xport lat ${lat_xp[*]} | perftest bw ${bw_ib[*]} | xport bw ${bw_xp[*]}"
+echo "#   shown in 10^6 B/s) against xport-perf bw_MBps (a window of sends, payloads read by RDMA;"
+echo "#   --register: buffers registered with xp_mem_register, pinned once through the cache,"
+echo "#   as perftest's are; without it each transfer registers its buffers)."
+echo "# rounds: perftest lat ${lat_ib[*]} | xport lat ${lat_xp[*]} | perftest bw ${bw_ib[*]} | xport bw ${bw_xp[*]} | registered ${bw_xr[*]}"
 echo "# commands run:"
 printf '#   %s\n' "${cmds[@]}"

@@ -138,6 +138,7 @@ struct opts {
 	bool coll[NCOLL];
 	bool is_coll; /* collectives asked for (never with point-to-point tests) */
 	bool json, progress, pin, sizes_given;
+	bool reg;      /* --register: xp_mem_register the point-to-point buffers */
 	int transport; /* enum transport_choice */
 	size_t *sizes;
 	int nsizes;
@@ -222,6 +223,7 @@ struct rank_state {
 	pthread_t thread;
 	uint8_t *sbuf, *rbuf;   /* lat, and the senders' buffer */
 	uint8_t *win;           /* receivers of windowed tests: a round's buffers */
+	xp_mem_t *regs[3];      /* --register: of sbuf, rbuf, win */
 	int64_t *ts;            /* lat: timestamps of rank 0 */
 	double *t_ns;           /* windowed tests: this rank's receive time per round */
 	double *t_all;          /* the same of every rank (nranks x rounds) */
@@ -281,6 +283,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: xport-perf [lat|bw|bibw|rate|all] [--json] [--sizes a,b,c] [--iters N]\n"
 		"                  [--window N] [--transport inproc|shm|tcp] [--no-pin] [--progress]\n"
+		"                  [--register]\n"
 		"                  [--version] [--help]\n"
 		"       xport-perf allreduce|reduce_scatter|allgather|bcast|alltoall|barrier|coll\n"
 		"                  [-b MIN] [-e MAX] [-f FACTOR] [--sizes a,b,c] [--dtype T] [--op OP]\n"
@@ -337,6 +340,10 @@ static void usage(FILE *f)
 		"               with XP_TRANSPORTS (exit 2 either way). A job must have\n"
 		"               exactly 2 ranks for lat/bw/bibw/rate; any for collectives\n"
 		"  --no-pin     leave the ranks where the scheduler puts them\n"
+		"  --register   point-to-point tests: register the send and receive buffers\n"
+		"               (xp_mem_register), as a program that sends from them often would;\n"
+		"               otherwise a transport that needs registrations makes one per\n"
+		"               transfer\n"
 		"  --progress   a line on stderr per size (the default when stderr is a\n"
 		"               terminal, or under xprun when xprun's is: XPRUN_STDERR_TTY=1)\n"
 		"  --version    print the version and exit\n"
@@ -1610,6 +1617,8 @@ static bool size_in_test(const struct opts *o, enum test_id t, size_t size)
 static void print_pinning(const struct rank_state *rs)
 {
 	const struct bench *b = rs->b;
+	if (b->o->reg)
+		fprintf(hdr_out, "# buffers registered (--register): xp_mem_register\n");
 	if (!b->o->pin) {
 		fprintf(hdr_out, "# ranks NOT pinned (--no-pin): the scheduler places them\n");
 		return;
@@ -1967,6 +1976,12 @@ static void alloc_buffers(struct rank_state *rs)
 	rs->sbuf = alloc_touched(max);
 	rs->rbuf = alloc_touched(max);
 	rs->win = alloc_touched(win);
+	uint8_t *bufs[3] = { rs->sbuf, rs->rbuf, rs->win };
+	size_t lens[3] = { max, max, win };
+	for (int i = 0; o->reg && i < 3; i++)
+		if (bufs[i] != NULL && lens[i] != 0)
+			XP_CHECK(rs->rank,
+				 xp_mem_register(rs->ctx, bufs[i], lens[i], &rs->regs[i]));
 	if (rs->rank == 0)
 		rs->ts = alloc_or_die(sizeof(*rs->ts) * (size_t)(max_n + 1));
 	rs->t_ns = alloc_or_die(sizeof(double) * (size_t)max_rounds);
@@ -1978,6 +1993,9 @@ static void alloc_buffers(struct rank_state *rs)
 
 static void free_buffers(struct rank_state *rs)
 {
+	for (int i = 0; i < 3; i++)
+		if (rs->regs[i] != NULL)
+			xp_mem_deregister(rs->regs[i]);
 	free(rs->sbuf);
 	free(rs->rbuf);
 	free(rs->win);
@@ -2472,6 +2490,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_TRANSPORT,
 		OPT_PROGRESS,
 		OPT_NO_PIN,
+		OPT_REGISTER,
 		OPT_VERSION,
 		OPT_DTYPE,
 		OPT_OP,
@@ -2488,6 +2507,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "transport", required_argument, NULL, OPT_TRANSPORT },
 		{ "progress", no_argument, NULL, OPT_PROGRESS },
 		{ "no-pin", no_argument, NULL, OPT_NO_PIN },
+		{ "register", no_argument, NULL, OPT_REGISTER },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ "minbytes", required_argument, NULL, 'b' },
 		{ "maxbytes", required_argument, NULL, 'e' },
@@ -2636,6 +2656,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_NO_PIN:
 			o->pin = false;
+			break;
+		case OPT_REGISTER:
+			o->reg = true;
 			break;
 		case 'h':
 			usage(stdout);
