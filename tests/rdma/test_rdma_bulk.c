@@ -190,15 +190,27 @@ static struct rdma_rcache *rcache_of(xp_context_t *ctx, int peer)
 	return &((struct xpi_rdma_tl *)ctx->tls[ctx->peers[peer].tl_bulk].tl)->rcache;
 }
 
-/* A fixed address for the registration, the same in both processes. */
-#define RC_ADDR ((void *)(uintptr_t)0x7e0000000000ull)
-
+/* Maps the registration's memory exactly at @addr, where an earlier
+ * mapping was; or (@addr NULL) anywhere 2 MiB-aligned, so that the cache's
+ * chunks fall where the test counts on them. */
 static uint8_t *map_at(void *addr)
 {
+	const size_t chunk = XPI_RCACHE_CHUNK;
+	if (addr == NULL) {
+		uint8_t *p = mmap(NULL, RC_LEN + chunk, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		T_CHECK(p != MAP_FAILED);
+		uint8_t *a = (uint8_t *)(((uintptr_t)p + chunk - 1) & ~(uintptr_t)(chunk - 1));
+		if (a > p)
+			munmap(p, (size_t)(a - p));
+		if (a + RC_LEN < p + RC_LEN + chunk)
+			munmap(a + RC_LEN, (size_t)(p + RC_LEN + chunk - (a + RC_LEN)));
+		return a;
+	}
 	void *p = mmap(addr, RC_LEN, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 	if (p == MAP_FAILED || p != addr)
-		T_FAIL("cannot map %u MiB at %p", RC_LEN >> 20, addr);
+		T_FAIL("cannot map %u MiB at %p again", RC_LEN >> 20, addr);
 	return p;
 }
 
@@ -209,7 +221,7 @@ static int rcache_body(xp_context_t *ctx)
 	expect_rdma_bulk(ctx, peer);
 	struct rdma_rcache *rc = rcache_of(ctx, peer);
 	T_EQ(rc->max_bytes, 8u << 20);
-	uint8_t *mem = map_at(RC_ADDR);
+	uint8_t *mem = map_at(NULL);
 	xp_mem_t *reg;
 	T_OK(xp_mem_register(ctx, mem, RC_LEN, &reg));
 	/* Offsets: one chunk twice (a miss, then hits), then ten others: the
@@ -244,7 +256,7 @@ static int rcache_body(xp_context_t *ctx)
 		xp_mem_deregister(reg);
 		T_EQ(rc->bytes, 0);
 		T_EQ(munmap(mem, RC_LEN), 0);
-		mem = map_at(RC_ADDR);
+		mem = map_at(mem); /* new pages at the same address */
 		fill(mem, RC_MSG, 8888);
 		T_OK(xp_mem_register(ctx, mem, RC_LEN, &reg));
 		uint64_t misses = rc->misses;
