@@ -14,7 +14,9 @@
 # The kernel package is downloaded with apt-get (never installed), unpacked
 # and cached in DIR (default: $XP_LAB_CACHE, or build/rdma-lab beside this
 # tree), with the initramfs; later runs reuse both. Inside: the same working
-# directory, tmpfs on /tmp, /run, /dev/shm and /root, `ulimit -l unlimited`,
+# directory, tmpfs on /tmp, /run, /var/tmp, /dev/shm and /root (those of
+# them that hold this tree, the cache or the working directory are instead
+# the host's, shared writable), `ulimit -l unlimited`,
 # the device rxe0 on netdev rdmanet0 (10.77.0.1/24, which exists only in the
 # VM) with its IPv4-mapped GID in place, XP_LAB=1, and the XP_*, UCX_*,
 # ASAN_*, UBSAN_*, TSAN_* and MESON_* variables of the caller.
@@ -36,7 +38,7 @@ while [ $# -gt 0 ]; do
 	--mem) mem=$2; shift 2 ;;
 	--quiet) quiet=1; shift ;;
 	--) shift; break ;;
-	-h | --help) sed -n '3,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '3,/^set -uo/p' "${BASH_SOURCE[0]}" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "vmlab: unknown option $1 (--help)" >&2; exit 2 ;;
 	esac
 done
@@ -138,7 +140,20 @@ mount -t proc proc /newroot/proc
 mount -t sysfs sys /newroot/sys
 mount -t devtmpfs dev /newroot/dev
 mkdir -p /newroot/dev/shm /newroot/dev/pts 2>/dev/null
-for d in /tmp /run /var/tmp /root /dev/shm; do mount -t tmpfs -o mode=1777 tmpfs /newroot$d; done
+# Scratch directories are the VM's own tmpfs, except those the host shares
+# writable because this tree, the cache or the working directory lies in
+# them (a clone under /tmp must stay visible): xplab.rw lists them.
+rw=$(sed -n 's/.*xplab.rw=\([^ ]*\).*/\1/p' /proc/cmdline)
+n=0
+for d in $(echo "$rw" | tr , ' '); do
+	mount -t 9p -o trans=virtio,version=9p2000.L,cache=mmap,msize=512000 rw$n /newroot$d ||
+		{ echo "xplab: cannot mount the host's $d" >$out; bye 125; }
+	n=$((n + 1))
+done
+for d in /tmp /run /var/tmp /root /dev/shm; do
+	case ",$rw," in *",$d,"*) continue ;; esac
+	mount -t tmpfs -o mode=1777 tmpfs /newroot$d
+done
 run=$(sed -n 's/.*xplab.run=\([^ ]*\).*/\1/p' /proc/cmdline)
 chroot /newroot /bin/sh -c '
 	ip link set lo up &&
@@ -178,12 +193,31 @@ trap 'rm -rf "$rundir"' EXIT
 	echo
 } >"$rundir/run.sh"
 
+# Host directories the VM must see writable rather than cover with a tmpfs:
+# any of its scratch directories that holds this tree, the cache or the
+# working directory.
+rw=
+share=()
+n=0
+for d in /tmp /var/tmp /root /run; do
+	inside=0
+	for p in "$PWD" "$cache" "$here"; do
+		case "$p/" in "$d"/*) inside=1 ;; esac
+	done
+	[ $inside = 1 ] || continue
+	rw=${rw:+$rw,}$d
+	share+=(-fsdev "local,id=rw$n,path=$d,security_model=none,multidevs=remap"
+		-device "virtio-9p-pci,fsdev=rw$n,mount_tag=rw$n")
+	n=$((n + 1))
+done
+
 note "booting $kver (QEMU TCG) for: $*"
 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 \
 	-nodefaults -no-user-config -no-reboot -display none \
 	-machine q35 -accel tcg -cpu max -smp 2 -m "$mem" \
 	-kernel "$kdir/vmlinux" -initrd "$initrd" \
-	-append "console=ttyS0 quiet panic=-1 xplab.run=$rundir/run.sh" \
+	-append "console=ttyS0 quiet panic=-1 xplab.run=$rundir/run.sh${rw:+ xplab.rw=$rw}" \
+	"${share[@]}" \
 	-fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
 	-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
 	-serial "file:$rundir/console" -serial "file:$rundir/out" </dev/null
