@@ -566,10 +566,10 @@ static void rdma_destroy(void *tlp)
 
 const struct xpi_tl_ops xpi_rdma_ops = {
 	.name = "rdma",
-	/* A bulk lane only: the small lane's transport decides eager against
-	 * rendezvous; this threshold is what a message going through rdma
-	 * would use, and eager_max is what it would carry (none: XPI_CAP_
-	 * BULK_ONLY keeps it from ever being a small lane). */
+	/* A bulk lane only: the small lane's transport decides eager
+	 * against rendezvous, and XPI_CAP_BULK_ONLY keeps rdma from ever
+	 * being a small lane. add_tl refuses an eager_max of 0, so it says
+	 * 1; send_eager refuses everything anyway. */
 	.rndv_threshold = 16384,
 	.eager_max = 1,
 	.mem_reg = rdma_mem_reg,

@@ -49,8 +49,12 @@ enum { RDMA_W_FREE = 0, RDMA_W_PENDING = 1, RDMA_W_CLAIMED = 2 };
 #define XPI_RDMA_FIN_FAILED 0x80000000u
 /* Zero-byte receives each QP keeps posted for FINs. */
 #define XPI_RDMA_FIN_RECVS 128u
-/* Send queue depth per QP: reads, claims and FINs in flight. */
-#define XPI_RDMA_SQ_DEPTH 256u
+/* Send queue depth per QP. What can be in it at once is bounded by the
+ * state words: a read for each of the peer's (XPI_RDMA_NWORDS) and a FIN
+ * for each, plus the one claim waited for; a shallower queue would fail a
+ * receive when a window of more rendezvous messages than it holds matched
+ * at once. */
+#define XPI_RDMA_SQ_DEPTH (2u * XPI_RDMA_NWORDS + 8u)
 /* How long rndv_fetch waits for its claim's answer. */
 #define XPI_RDMA_CLAIM_NS (2000 * 1000000LL)
 /* Descriptor bytes: addr 8, rkey 4, index 4, generation 4. */
@@ -71,7 +75,6 @@ struct rdma_peer {
 	bool dead; /* its QP failed: everything with it fails */
 	uint64_t words_addr;
 	uint32_t words_rkey;
-	uint32_t sq_used; /* work requests in its send queue */
 };
 
 /* A send we offered: word index @i. */
