@@ -7,10 +7,10 @@
 #
 # 8-byte latency: ib_send_lat against `xport-perf lat` (half the round
 # trip, both); 1 MiB bandwidth: ib_read_bw (the protocol xport's bulk lane
-# uses: the receiver reads) against `xport-perf bw`, with
-# XP_TRANSPORTS=tcp,rdma: messages over TCP, payloads over RDMA. Rounds
-# alternate the two; the table gives medians over rounds and xport/perftest
-# ratios, then every command it ran.
+# uses: the receiver reads) against `xport-perf bw`, and ib_write_bw beside
+# it for reference; with XP_TRANSPORTS=rdma,tcp: messages and payloads over
+# RDMA (tcp only watches). Rounds alternate the two; the table gives
+# medians over rounds and xport/perftest ratios, then every command it ran.
 #
 # Where this host has no RDMA device it runs itself inside the lab VM
 # (tests/rdma/vmlab.sh: Debian's kernel under QEMU with soft-RoCE), so the
@@ -31,7 +31,7 @@ done
 for p in "$build/tools/xprun" "$build/perf/xport-perf"; do
 	[ -x "$p" ] || { echo "compare-rdma: $p missing: build first" >&2; exit 2; }
 done
-for t in ib_send_lat ib_read_bw; do
+for t in ib_send_lat ib_read_bw ib_write_bw; do
 	command -v $t >/dev/null || { echo "compare-rdma: $t not found (apt-get install perftest)" >&2; exit 77; }
 done
 if [ -z "${XP_LAB:-}" ] && ! compgen -G '/sys/class/infiniband/*' >/dev/null; then
@@ -44,14 +44,16 @@ gid=$(for g in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
 	grep -q ':ffff:' "$g" 2>/dev/null && basename "$g" && break
 done)
 gid=${gid:-0}
+tls=rdma,tcp
 # Every command, as run (the figures come from subshells, which cannot
 # add to a list of ours).
 cmds=(
 	"ib_send_lat -d $dev -x $gid -s 8 -n 1000 -F -p PORT  (server), and the same + 127.0.0.1 (client)"
 	"ib_read_bw -d $dev -x $gid -s 1048576 -n 1000 -F -p PORT  (server), and the same + 127.0.0.1 (client)"
-	"XP_TRANSPORTS=tcp,rdma $build/tools/xprun -n 2 $build/perf/xport-perf lat --sizes 8 --json --no-pin"
-	"XP_TRANSPORTS=tcp,rdma $build/tools/xprun -n 2 $build/perf/xport-perf bw --sizes 1048576 --json --no-pin"
-	"XP_TRANSPORTS=tcp,rdma $build/tools/xprun -n 2 $build/perf/xport-perf bw --sizes 1048576 --json --no-pin --register"
+	"ib_write_bw -d $dev -x $gid -s 1048576 -n 1000 -F -p PORT  (server), and the same + 127.0.0.1 (client)"
+	"XP_TRANSPORTS=$tls $build/tools/xprun -n 2 $build/perf/xport-perf lat --sizes 8 --json --no-pin"
+	"XP_TRANSPORTS=$tls $build/tools/xprun -n 2 $build/perf/xport-perf bw --sizes 1048576 --json --no-pin"
+	"XP_TRANSPORTS=$tls $build/tools/xprun -n 2 $build/perf/xport-perf bw --sizes 1048576 --json --no-pin --register"
 )
 
 # perftest: server in the background, client to 127.0.0.1 (its own TCP
@@ -71,7 +73,7 @@ perftest() { # tool size field-index
 }
 xport() { # test size key [extra option]
 	local out
-	out=$(XP_TRANSPORTS=tcp,rdma timeout 300 "$build/tools/xprun" -n 2 "$build/perf/xport-perf" \
+	out=$(XP_TRANSPORTS=$tls timeout 300 "$build/tools/xprun" -n 2 "$build/perf/xport-perf" \
 		"$1" --sizes "$2" --json --no-pin ${4:-} 2>/dev/null)
 	echo "$out" | python3 -c "import sys, json
 for l in sys.stdin:
@@ -80,32 +82,35 @@ for l in sys.stdin:
     if d.get('size') == $2 and '$3' in d: print(d['$3'])"
 }
 
-declare -a lat_ib lat_xp bw_ib bw_xp bw_xr
+declare -a lat_ib lat_xp bw_ib bw_iw bw_xp bw_xr
 for ((r = 0; r < rounds; r++)); do
 	echo "compare-rdma: round $((r + 1))/$rounds" >&2
 	lat_ib+=("$(perftest ib_send_lat 8 6)")      # t_typical [usec]
 	lat_xp+=("$(xport lat 8 lat_us_p50)")
 	bw_ib+=("$(perftest ib_read_bw 1048576 4)")  # BW average [MB/sec], MiB/s
+	bw_iw+=("$(perftest ib_write_bw 1048576 4)")
 	bw_xp+=("$(xport bw 1048576 bw_MBps)")       # 10^6 B/s
 	bw_xr+=("$(xport bw 1048576 bw_MBps --register)")
 done
 med() { printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
 li=$(med "${lat_ib[@]}"); lx=$(med "${lat_xp[@]}")
-bi=$(med "${bw_ib[@]}"); bx=$(med "${bw_xp[@]}"); br=$(med "${bw_xr[@]}")
+bi=$(med "${bw_ib[@]}"); bw=$(med "${bw_iw[@]}"); bx=$(med "${bw_xp[@]}"); br=$(med "${bw_xr[@]}")
 # perftest's MB/sec are MiB/s: both in 10^6 B/s here.
-bi_mb=$(awk -v b="$bi" 'BEGIN { if (b == "-") print "-"; else printf "%.1f", b * 1.048576 }')
+mb() { awk -v b="$1" 'BEGIN { if (b == "-") print "-"; else printf "%.1f", b * 1.048576 }'; }
+bi_mb=$(mb "$bi"); bw_mb=$(mb "$bw")
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 echo
-echo "# compare-rdma on $dev (gid index $gid), $rounds rounds, medians; xport: XP_TRANSPORTS=tcp,rdma"
+echo "# compare-rdma on $dev (gid index $gid), $rounds rounds, medians; xport: XP_TRANSPORTS=$tls"
 printf '%-28s %12s %12s %8s\n' "row" "perftest" "xport" "ratio"
 printf '%-28s %12s %12s %8s\n' "8 B latency, us (p50)" "$li" "$lx" "$(ratio "$lx" "$li")"
 printf '%-28s %12s %12s %8s\n' "1 MiB bandwidth, MB/s" "$bi_mb" "$bx" "$(ratio "$bx" "$bi_mb")"
 printf '%-28s %12s %12s %8s\n' "  the same, --register" "$bi_mb" "$br" "$(ratio "$br" "$bi_mb")"
+printf '%-28s %12s %12s %8s\n' "  ib_write_bw beside it" "$bw_mb" "$br" "$(ratio "$br" "$bw_mb")"
 echo "# latency: ib_send_lat's t_typical against xport-perf lat_us_p50; xport's 8 B messages go"
-echo "#   over TCP (rdma is a bulk lane only so far). Bandwidth: ib_read_bw's BW average (MiB/s,"
+echo "#   over rdma's small lane (inline SENDs into the shared receive queue). Bandwidth: ib_read_bw's BW average (MiB/s,"
 echo "#   shown in 10^6 B/s) against xport-perf bw_MBps (a window of sends, payloads read by RDMA;"
 echo "#   --register: buffers registered with xp_mem_register, pinned once through the cache,"
 echo "#   as perftest's are; without it each transfer registers its buffers)."
-echo "# rounds: perftest lat ${lat_ib[*]} | xport lat ${lat_xp[*]} | perftest bw ${bw_ib[*]} | xport bw ${bw_xp[*]} | registered ${bw_xr[*]}"
+echo "# rounds: perftest lat ${lat_ib[*]} | xport lat ${lat_xp[*]} | perftest read bw ${bw_ib[*]} | write bw ${bw_iw[*]} | xport bw ${bw_xp[*]} | registered ${bw_xr[*]}"
 echo "# commands run:"
 printf '#   %s\n' "${cmds[@]}"

@@ -81,7 +81,7 @@ static void expect_lanes(const struct xpi_card *a, const struct xpi_card *b, uin
 			 uint8_t bulk)
 {
 	for (int swap = 0; swap < 2; swap++) {
-		struct xpi_lanes l = { 0, 0 };
+		struct xpi_lanes l = { 0, 0, 0 };
 		const char *why = NULL;
 		int rc = swap ? xpi_select(b, a, &l, &why) : xpi_select(a, b, &l, &why);
 		if (rc != 0)
@@ -96,7 +96,7 @@ static void expect_lanes(const struct xpi_card *a, const struct xpi_card *b, uin
 static void expect_none(const struct xpi_card *a, const struct xpi_card *b, const char *word)
 {
 	for (int swap = 0; swap < 2; swap++) {
-		struct xpi_lanes l = { 0xee, 0xee };
+		struct xpi_lanes l = { 0xee, 0xee, 0xee };
 		const char *why = NULL;
 		int rc = swap ? xpi_select(b, a, &l, &why) : xpi_select(a, b, &l, &why);
 		T_EQ(rc, -ENOENT);
@@ -211,6 +211,27 @@ static void test_rdma_bulk(void)
 	/* without a list, RDMA comes before TCP and serves both */
 	a.nallowed = 0;
 	expect_lanes(&a, &b, XPI_TL_RDMA, XPI_TL_RDMA);
+	/* rule 5: an RDMA small lane that cannot see its peer end (either
+	 * side says XPI_CAP_WATCHED) gets TCP beside it to watch; without TCP
+	 * among the candidates, or with TCP small, nothing watches */
+	struct xpi_lanes w;
+	T_EQ(xpi_select(&a, &b, &w, NULL), 0);
+	T_EQ(w.watch, 0);
+	b.tl[1].caps |= XPI_CAP_WATCHED;
+	T_EQ(xpi_select(&a, &b, &w, NULL), 0);
+	T_EQ(w.small, XPI_TL_RDMA);
+	T_EQ(w.watch, XPI_TL_TCP);
+	T_EQ(xpi_select(&b, &a, &w, NULL), 0);
+	T_EQ(w.watch, XPI_TL_TCP);
+	set_allowed(&a, "rdma");
+	T_EQ(xpi_select(&a, &b, &w, NULL), 0);
+	T_EQ(w.watch, 0);
+	set_allowed(&a, "tcp,rdma");
+	T_EQ(xpi_select(&a, &b, &w, NULL), 0);
+	T_EQ(w.small, XPI_TL_TCP);
+	T_EQ(w.watch, 0);
+	a.nallowed = 0;
+	b.tl[1].caps &= ~XPI_CAP_WATCHED;
 	/* RDMA that carries payloads only (XPI_CAP_BULK_ONLY on either side)
 	 * is never small, even first in the order: tcp small, rdma bulk */
 	b.tl[1].caps |= XPI_CAP_BULK_ONLY;
@@ -733,7 +754,7 @@ static unsigned model_rank_of(const struct xpi_card *a, const struct xpi_card *b
 
 static void check_pair(const struct xpi_card *a, const struct xpi_card *b, uint64_t seed, int pair)
 {
-	struct xpi_lanes l1 = { 0, 0 }, l2 = { 0, 0 }, l3 = { 0, 0 };
+	struct xpi_lanes l1 = { 0, 0, 0 }, l2 = { 0, 0, 0 }, l3 = { 0, 0, 0 };
 	const char *why1 = NULL, *why2 = NULL;
 	int rc1 = xpi_select(a, b, &l1, &why1);
 	int rc2 = xpi_select(b, a, &l2, &why2);
@@ -743,7 +764,7 @@ static void check_pair(const struct xpi_card *a, const struct xpi_card *b, uint6
 		fprintf(stderr, "seed %llu pair %d: ", (unsigned long long)seed, pair);            \
 		T_FAIL(__VA_ARGS__);                                                               \
 	} while (0)
-	if (rc1 != rc2 || l1.small != l2.small || l1.bulk != l2.bulk)
+	if (rc1 != rc2 || l1.small != l2.small || l1.bulk != l2.bulk || l1.watch != l2.watch)
 		P_FAIL("not symmetric: %d %s/%s vs %d %s/%s", rc1, xpi_tl_type_name(l1.small),
 		       xpi_tl_type_name(l1.bulk), rc2, xpi_tl_type_name(l2.small),
 		       xpi_tl_type_name(l2.bulk));

@@ -230,14 +230,23 @@ static int attach_transports(xp_context_t *ctx, struct xpi_boot *boot, struct ne
 	for (const struct xpi_backend *const *b = xpi_backends; rc == 0 && *b != NULL; b++) {
 		for (int p = 0; p < n; p++) {
 			want[p] = p != me && (ng->lanes[p].small == (*b)->type ||
-					      ng->lanes[p].bulk == (*b)->type);
+					      ng->lanes[p].bulk == (*b)->type ||
+					      ng->lanes[p].watch == (*b)->type);
 			ok[p] = 0;
 		}
 		rc = (*b)->attach(ctx, boot, want, ok);
 		slot_by_type[(*b)->type] = slot_of(ctx, *b);
-		for (int p = 0; rc == 0 && p < n; p++)
-			if (want[p] && !ok[p])
+		for (int p = 0; rc == 0 && p < n; p++) {
+			if (!want[p] || ok[p])
+				continue;
+			/* A watcher that failed is no lane: the peer goes on
+			 * without one (its end then shows as a timeout). Both
+			 * sides see the same failure (attach agrees on @ok). */
+			if (ng->lanes[p].small != (*b)->type && ng->lanes[p].bulk != (*b)->type)
+				ng->lanes[p].watch = 0;
+			else
 				rc = fall_back(ctx, ng, p, b);
+		}
 	}
 	for (int p = 0; rc == 0 && p < n; p++) {
 		if (p == me)

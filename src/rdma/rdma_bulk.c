@@ -13,23 +13,31 @@
 #include "../core/log.h"
 #include "rdma_tl.h"
 
-static uint64_t wr_id(enum rdma_wr kind, uint64_t low)
-{
-	return (uint64_t)kind << 56 | (low & ((1ull << 56) - 1));
-}
-
 static uint64_t word_of(uint32_t gen, unsigned state)
 {
 	return (uint64_t)gen << 2 | state;
 }
 
+/* Whether [addr, addr + len) is one of the pool's class mappings. */
+static bool pool_class_memory(const struct xpi_rdma_tl *t, const void *addr, size_t len)
+{
+	const struct xpi_pool *pool = t->ctx->pool;
+	for (int i = 0; i < XPI_POOL_NCLASSES; i++)
+		if (pool->cls[i].base == addr && pool->cls[i].map_len == len)
+			return true;
+	return false;
+}
+
 /* The program's registrations and the pool's: regions of the cache
- * (rdma_rcache.h), small ones pinned now, large ones chunk by chunk. */
+ * (rdma_rcache.h), small ones pinned now, large ones chunk by chunk. The
+ * pool's classes are pinned whole whatever their size: their buffers are
+ * the small lane's, whose sends and receives take the key without a
+ * lookup or a lock (rdma_small.c). */
 static int rdma_mem_reg(void *tlp, void *addr, size_t len, void **handle)
 {
 	struct xpi_rdma_tl *t = tlp;
 	struct rdma_region *r;
-	int rc = xpi_rcache_region_new(&t->rcache, addr, len, &r);
+	int rc = xpi_rcache_region_new(&t->rcache, addr, len, pool_class_memory(t, addr, len), &r);
 	if (rc < 0) {
 		errno = -rc;
 		return xpi_rdma_fail_errno("registering memory", "ibv_reg_mr", t->dev.name, NULL);
@@ -85,8 +93,8 @@ static void release_word(struct xpi_rdma_tl *t, uint32_t idx)
 	t->free_words[t->nfree++] = idx;
 }
 
-static int rdma_rndv_offer(void *tlp, int peer, xp_request_t *sreq, const struct xpi_reg *reg,
-			   struct xpi_rndv_desc *desc)
+int rdma_rndv_offer(void *tlp, int peer, xp_request_t *sreq, const struct xpi_reg *reg,
+		    struct xpi_rndv_desc *desc)
 {
 	struct xpi_rdma_tl *t = tlp;
 	struct rdma_peer *p = &t->peers[peer];
@@ -122,6 +130,12 @@ static int rdma_rndv_offer(void *tlp, int peer, xp_request_t *sreq, const struct
 	return 0;
 }
 
+void rdma_rndv_unoffer(struct xpi_rdma_tl *t, xp_request_t *sreq)
+{
+	release_word(t, (uint32_t)sreq->tl_id);
+	xpi_request_put(sreq);
+}
+
 /* Keeps a completion that is not the one being waited for, for progress.
  * The backlog was sized to the CQ at setup: it never holds more than the CQ
  * could, so this never fails. */
@@ -140,7 +154,7 @@ static void keep(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
 static int atomic_cas(struct xpi_rdma_tl *t, struct ibv_qp *qp, enum rdma_wr kind, uint64_t raddr,
 		      uint32_t rkey, uint64_t compare, uint64_t swap, uint64_t *found)
 {
-	uint64_t id = wr_id(kind, ++t->seq);
+	uint64_t id = rdma_wr_id(kind, ++t->seq);
 	struct ibv_sge sge = { (uintptr_t)t->result, 8, t->result_mr->lkey };
 	struct ibv_send_wr wr = { .wr_id = id,
 				  .sg_list = &sge,
@@ -200,21 +214,6 @@ static int rdma_send_cancel(void *tlp, xp_request_t *sreq)
 	return 0;
 }
 
-/* Tells the sender of word @idx that we are done with it (FIN). */
-static int send_fin(struct xpi_rdma_tl *t, int peer, uint32_t idx, bool failed)
-{
-	struct ibv_send_wr wr = { .wr_id = wr_id(RDMA_WR_FIN_SEND, (uint64_t)peer),
-				  .opcode = IBV_WR_SEND_WITH_IMM,
-				  .send_flags = IBV_SEND_SIGNALED,
-				  .imm_data = htonl(idx | (failed ? XPI_RDMA_FIN_FAILED : 0)) },
-			   *bad;
-	int rc = ibv_post_send(t->peers[peer].qp, &wr, &bad);
-	if (rc != 0)
-		return xpi_rdma_fail_pos(rc, "telling the sender its payload was read",
-					 "ibv_post_send", t->dev.name, NULL);
-	return 0;
-}
-
 static int rdma_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 			   xp_request_t *rreq, const struct xpi_reg *dst_reg)
 {
@@ -254,7 +253,7 @@ static int rdma_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap
 
 	size_t n = cap < msg->len ? cap : (size_t)msg->len;
 	if (n == 0) {
-		rc = send_fin(t, src, idx, false);
+		rc = rdma_send_fin(t, src, idx, false);
 		return rc < 0 ? rc : 0;
 	}
 	struct ibv_mr *own = NULL;
@@ -267,7 +266,7 @@ static int rdma_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap
 		if (own != NULL)
 			ibv_dereg_mr(own);
 		xpi_rcache_put(&t->rcache, chunk);
-		send_fin(t, src, idx, true); /* its send fails too */
+		rdma_send_fin(t, src, idx, true); /* its send fails too */
 		return mr == NULL ? err : -ENOMEM;
 	}
 	*f = (struct rdma_fetch){ .id = t->next_fetch++,
@@ -277,7 +276,7 @@ static int rdma_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap
 				  .peer = src,
 				  .idx = idx };
 	struct ibv_sge sge = { (uintptr_t)dst, (uint32_t)n, mr->lkey };
-	struct ibv_send_wr wr = { .wr_id = wr_id(RDMA_WR_READ, f->id),
+	struct ibv_send_wr wr = { .wr_id = rdma_wr_id(RDMA_WR_READ, f->id),
 				  .sg_list = &sge,
 				  .num_sge = 1,
 				  .opcode = IBV_WR_RDMA_READ,
@@ -293,7 +292,7 @@ static int rdma_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap
 			ibv_dereg_mr(own);
 		xpi_rcache_put(&t->rcache, chunk);
 		free(f);
-		send_fin(t, src, idx, true);
+		rdma_send_fin(t, src, idx, true);
 		return rc;
 	}
 	xpi_dlist_push_tail(&t->fetches, &f->link);
@@ -315,14 +314,6 @@ static void rdma_msg_release(void *tlp, struct xpi_msg *msg)
 	(void)msg; /* the descriptor travels inside the message */
 }
 
-static void post_fin_recv(struct xpi_rdma_tl *t, int peer)
-{
-	struct ibv_recv_wr wr = { .wr_id = wr_id(RDMA_WR_FIN_RECV, (uint64_t)peer) }, *bad;
-	int rc = ibv_post_recv(t->peers[peer].qp, &wr, &bad);
-	if (rc != 0)
-		rdma_peer_failed(t, peer, -EIO, "could not be given a receive for its answers");
-}
-
 static struct rdma_fetch *find_fetch(struct xpi_rdma_tl *t, uint64_t id)
 {
 	struct xpi_dlink *pos;
@@ -334,7 +325,7 @@ static struct rdma_fetch *find_fetch(struct xpi_rdma_tl *t, uint64_t id)
 	return NULL;
 }
 
-static void got_fin(struct xpi_rdma_tl *t, int peer, uint32_t imm)
+void rdma_got_fin(struct xpi_rdma_tl *t, int peer, uint32_t imm)
 {
 	uint32_t idx = imm & ~XPI_RDMA_FIN_FAILED;
 	struct rdma_offer *o = idx < XPI_RDMA_NWORDS ? &t->offers[idx] : NULL;
@@ -356,7 +347,6 @@ static void got_fin(struct xpi_rdma_tl *t, int peer, uint32_t imm)
 	}
 	release_word(t, idx);
 	xpi_request_put(s);
-	post_fin_recv(t, peer);
 }
 
 static void read_done(struct xpi_rdma_tl *t, uint64_t id, enum ibv_wc_status status)
@@ -378,7 +368,7 @@ static void read_done(struct xpi_rdma_tl *t, uint64_t id, enum ibv_wc_status sta
 		rdma_peer_failed(t, peer, -EIO, "failed an RDMA read of its payload");
 		return;
 	}
-	send_fin(t, peer, idx, false);
+	rdma_send_fin(t, peer, idx, false);
 	if (r != NULL)
 		xpi_engine_rndv_done(t->ctx, r, 0);
 }
@@ -387,19 +377,12 @@ static void handle(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
 {
 	enum rdma_wr kind = (enum rdma_wr)(wc->wr_id >> 56);
 	uint64_t low = wc->wr_id & ((1ull << 56) - 1);
-	bool ok = wc->status == IBV_WC_SUCCESS;
 	switch (kind) {
-	case RDMA_WR_FIN_RECV:
-		if (low >= (uint64_t)t->ctx->size)
-			return;
-		if (ok)
-			got_fin(t, (int)low, ntohl(wc->imm_data));
-		else if (wc->status != IBV_WC_WR_FLUSH_ERR)
-			rdma_peer_failed(t, (int)low, -EIO, "broke its queue pair");
+	case RDMA_WR_RECV:
+		rdma_small_recv_done(t, wc);
 		return;
-	case RDMA_WR_FIN_SEND:
-		if (!ok && wc->status != IBV_WC_WR_FLUSH_ERR && low < (uint64_t)t->ctx->size)
-			rdma_peer_failed(t, (int)low, -EIO, "did not take an answer we sent it");
+	case RDMA_WR_SEND:
+		rdma_small_send_done(t, wc);
 		return;
 	case RDMA_WR_READ:
 		read_done(t, low, wc->status);
@@ -441,6 +424,7 @@ static int rdma_progress(void *tlp)
 			handle(t, &wc[i]);
 		events += n;
 	}
+	rdma_small_flush(t);
 	return events;
 }
 
@@ -487,6 +471,7 @@ void rdma_peer_failed(struct xpi_rdma_tl *t, int peer, int err, const char *why)
 	if (p->dead)
 		return;
 	p->dead = true;
+	rdma_small_peer_lost(t, peer);
 	if (why != NULL) /* NULL: the engine learnt it from another lane */
 		xpi_engine_peer_failed(t->ctx, peer, err, why);
 	/* Flushes what the QP still holds: each read ends in read_done (its
@@ -528,9 +513,11 @@ static void rdma_destroy(void *tlp)
 		release_word(t, i);
 		xpi_request_put(s);
 	}
-	for (int p = 0; p < t->ctx->size; p++)
+	for (int p = 0; t->peers != NULL && p < t->ctx->size; p++) {
 		if (t->peers[p].qp != NULL)
 			ibv_destroy_qp(t->peers[p].qp);
+		rdma_small_drop_tx(t, p);
+	}
 	struct xpi_dlink *l;
 	while ((l = xpi_dlist_pop_head(&t->fetches)) != NULL) {
 		struct rdma_fetch *f = xpi_container_of(l, struct rdma_fetch, link);
@@ -543,6 +530,7 @@ static void rdma_destroy(void *tlp)
 	}
 	if (t->self_qp != NULL)
 		ibv_destroy_qp(t->self_qp);
+	rdma_small_fini(t);
 	if (t->cq != NULL) {
 		if (__atomic_load_n(&t->cq_armed, __ATOMIC_ACQUIRE))
 			rdma_sleep_done(t); /* an event not taken keeps the CQ alive */
@@ -559,23 +547,31 @@ static void rdma_destroy(void *tlp)
 	free(t->words);
 	free(t->result);
 	free(t->backlog);
+	free(t->qpns);
 	free(t->peers);
 	xpi_rdma_dev_close(&t->dev);
 	free(t);
 }
 
+/* FINs wait for window in our queue; everything else is posted at once. */
+static bool rdma_tx_pending(void *tlp)
+{
+	const struct xpi_rdma_tl *t = tlp;
+	return t->nfins_total != 0;
+}
+
 const struct xpi_tl_ops xpi_rdma_ops = {
 	.name = "rdma",
-	/* A bulk lane only: the small lane's transport decides eager
-	 * against rendezvous, and XPI_CAP_BULK_ONLY keeps rdma from ever
-	 * being a small lane. add_tl refuses an eager_max of 0, so it says
-	 * 1; send_eager refuses everything anyway. */
-	.rndv_threshold = 16384,
-	.eager_max = 1,
+	/* Eager copies a message once on each side; rendezvous costs a
+	 * claim, a read and a FIN, three trips through the device, and
+	 * copies nothing. Where they cross on a NIC is for perf/ to find;
+	 * 8 KiB is where UCX's rc transports switch by default. */
+	.rndv_threshold = 8192,
+	.eager_max = XPI_RDMA_RX_BUF - 56, /* the header shares the send buffer */
 	.mem_reg = rdma_mem_reg,
 	.mem_dereg = rdma_mem_dereg,
-	.send_eager = xpi_tl_send_eager_none,
-	.send_rts = xpi_tl_send_rts_none,
+	.send_eager = rdma_send_eager,
+	.send_rts = rdma_send_rts,
 	.rndv_offer = rdma_rndv_offer,
 	.send_cancel = rdma_send_cancel,
 	.rndv_fetch = rdma_rndv_fetch,
@@ -584,6 +580,6 @@ const struct xpi_tl_ops xpi_rdma_ops = {
 	.progress = rdma_progress,
 	.sleep_prepare = rdma_sleep_prepare,
 	.sleep_done = rdma_sleep_done,
-	.tx_pending = xpi_tl_tx_pending_none,
+	.tx_pending = rdma_tx_pending,
 	.destroy = rdma_destroy,
 };

@@ -65,14 +65,15 @@ void xpi_rcache_fini(struct rdma_rcache *rc)
 	pthread_mutex_destroy(&rc->lock);
 }
 
-int xpi_rcache_region_new(struct rdma_rcache *rc, void *addr, size_t len, struct rdma_region **out)
+int xpi_rcache_region_new(struct rdma_rcache *rc, void *addr, size_t len, bool whole,
+			  struct rdma_region **out)
 {
 	struct rdma_region *r = calloc(1, sizeof(*r));
 	if (r == NULL)
 		return -ENOMEM;
 	r->start = (uintptr_t)addr;
 	r->end = r->start + len;
-	if (len <= XPI_RCACHE_EAGER_MAX) {
+	if (whole || len <= XPI_RCACHE_EAGER_MAX) {
 		r->mr = ibv_reg_mr(rc->pd, addr, len, ACCESS);
 		if (r->mr == NULL) {
 			int err = errno > 0 ? -errno : -EIO;

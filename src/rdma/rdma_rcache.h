@@ -71,8 +71,10 @@ struct rdma_rcache {
 void xpi_rcache_init(struct rdma_rcache *rc, struct ibv_pd *pd, size_t max_bytes);
 void xpi_rcache_fini(struct rdma_rcache *rc);
 
-/* mem_reg: a region for [addr, addr + len). 0 or a negative errno. */
-int xpi_rcache_region_new(struct rdma_rcache *rc, void *addr, size_t len, struct rdma_region **out);
+/* mem_reg: a region for [addr, addr + len), pinned at once if small or
+ * @whole. 0 or a negative errno. */
+int xpi_rcache_region_new(struct rdma_rcache *rc, void *addr, size_t len, bool whole,
+			  struct rdma_region **out);
 /* mem_dereg: drops the region and every chunk of it (those in use when
  * their transfer gives them back). */
 void xpi_rcache_region_free(struct rdma_rcache *rc, struct rdma_region *r);

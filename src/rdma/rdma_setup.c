@@ -46,10 +46,12 @@ static int rdma_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card_t
 		*why = text;
 		return 1;
 	}
-	entry->caps = XPI_CAP_ZCOPY | XPI_CAP_RDMA_READ | XPI_CAP_BULK_ONLY;
+	/* A QP cannot tell that its peer's process ended until it sends
+	 * (and soft-RoCE not even then): a stream transport watches. */
+	entry->caps = XPI_CAP_ZCOPY | XPI_CAP_RDMA_READ | XPI_CAP_WATCHED;
 	entry->mtu = (uint32_t)mtu_bytes(d.mtu);
-	/* Declared, not measured: a NIC's figures, so that rdma is chosen for
-	 * payloads over tcp (and not over shared memory within a host). */
+	/* Declared, not measured: a NIC's figures, so that rdma is chosen
+	 * over tcp (and not over shared memory within a host). */
 	entry->lat_ns = 3000;
 	entry->bw_mbps = 10000;
 	memcpy(entry->reach, d.gid.raw, 16);
@@ -67,7 +69,7 @@ struct xchg_head {
 	uint8_t gid_index;
 	uint8_t pad;
 	uint16_t lid;
-	uint16_t pad2;
+	uint16_t window; /* window frames each peer may have in our SRQ */
 	uint8_t gid[16];
 	uint64_t words_addr;
 	uint32_t words_rkey;
@@ -88,7 +90,13 @@ static void warn_once(xp_context_t *ctx, const char *what)
 		ctx->rank, what);
 }
 
-/* The device, CQ, QPs and state words; 0 or a negative code (logged). */
+static int qpn_cmp(const void *a, const void *b)
+{
+	uint32_t x = ((const struct rdma_qpn *)a)->qpn, y = ((const struct rdma_qpn *)b)->qpn;
+	return x < y ? -1 : x > y;
+}
+
+/* The device, SRQ, CQ, QPs and state words; 0 or a negative code (logged). */
 static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 {
 	xp_context_t *ctx = t->ctx;
@@ -105,7 +113,29 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 					   NULL);
 	/* The sleep reads it without blocking (rdma_sleep_done). */
 	fcntl(t->chan->fd, F_SETFL, fcntl(t->chan->fd, F_GETFL) | O_NONBLOCK);
-	int cqe = (ctx->size + 1) * (int)(XPI_RDMA_SQ_DEPTH + XPI_RDMA_FIN_RECVS);
+	/* The SRQ: a window and two CREDIT frames per peer (rdma_tl.h), a
+	 * smaller window with many peers. */
+	int npeers = 0;
+	for (int p = 0; p < ctx->size; p++)
+		npeers += p != ctx->rank && want[p];
+	uint32_t w = XPI_RDMA_SRQ_TARGET / (uint32_t)npeers;
+	w = w > XPI_RDMA_WINDOW + 2     ? XPI_RDMA_WINDOW :
+	    w > XPI_RDMA_WINDOW_MIN + 2 ? w - 2 :
+					  XPI_RDMA_WINDOW_MIN;
+	t->window = w;
+	t->srq_depth = (uint32_t)npeers * (w + 2);
+	if (t->srq_depth > (uint32_t)t->dev.attr.max_srq_wr) {
+		warn_once(ctx, "the device's shared receive queue is too small for every peer");
+		return -ENOSPC;
+	}
+	rc = rdma_small_setup(t);
+	if (rc < 0) {
+		warn_once(ctx, rc == -ENOBUFS ? "the buffer pool cannot fill the shared receive "
+						"queue (raise XP_POOL_MAX_BYTES)" :
+						"the shared receive queue could not be set up");
+		return rc;
+	}
+	int cqe = (ctx->size + 1) * (int)XPI_RDMA_SQ_DEPTH + (int)t->srq_depth;
 	if (cqe > t->dev.attr.max_cqe)
 		cqe = t->dev.attr.max_cqe;
 	t->cq = ibv_create_cq(t->dev.ctx, cqe, t, t->chan, 0);
@@ -129,16 +159,27 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 	if (t->words_mr == NULL || t->result_mr == NULL)
 		return xpi_rdma_fail_errno("registering the state words", "ibv_reg_mr", t->dev.name,
 					   NULL);
-	struct xpi_rdma_qp_caps caps = { .max_send_wr = XPI_RDMA_SQ_DEPTH, .max_send_sge = 1 };
+	struct xpi_rdma_qp_caps caps = { .max_send_wr = XPI_RDMA_SQ_DEPTH,
+					 .max_send_sge = 2,
+					 .max_inline = XPI_RDMA_INLINE_WANT };
 	uint32_t inl;
+	t->max_inline = XPI_RDMA_INLINE_WANT;
+	t->qpns = calloc((size_t)npeers, sizeof(*t->qpns));
+	if (t->qpns == NULL)
+		return -ENOMEM;
 	for (int p = 0; p < ctx->size; p++) {
 		if (p == ctx->rank || !want[p])
 			continue;
-		rc = xpi_rdma_qp_create(&t->dev, t->cq, t->cq, NULL, &caps, &t->peers[p].qp, &inl,
+		rc = xpi_rdma_qp_create(&t->dev, t->cq, t->cq, t->srq, &caps, &t->peers[p].qp, &inl,
 					NULL);
 		if (rc < 0)
 			return rc;
+		if (inl < t->max_inline)
+			t->max_inline = inl;
+		t->qpns[t->nqpns++] = (struct rdma_qpn){ t->peers[p].qp->qp_num, p };
 	}
+	qsort(t->qpns, (size_t)t->nqpns, sizeof(*t->qpns), qpn_cmp);
+	caps.max_inline = 0;
 	rc = xpi_rdma_qp_create(&t->dev, t->cq, t->cq, NULL, &caps, &t->self_qp, &inl, NULL);
 	if (rc < 0)
 		return rc;
@@ -155,6 +196,7 @@ static void fill_head(const struct xpi_rdma_tl *t, uint8_t *blob)
 			       .mtu = (uint8_t)t->dev.mtu,
 			       .gid_index = t->dev.gid_index,
 			       .lid = t->dev.lid,
+			       .window = (uint16_t)t->window,
 			       .words_addr = (uint64_t)(uintptr_t)t->words,
 			       .words_rkey = t->words_mr->rkey };
 	memcpy(h.gid, t->dev.gid.raw, 16);
@@ -219,6 +261,7 @@ static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 			}
 			t->peers[p].words_addr = h.words_addr;
 			t->peers[p].words_rkey = h.words_rkey;
+			t->peers[p].window = h.window;
 			up[p] = 1;
 		}
 	}
@@ -244,15 +287,6 @@ static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 	if (t == NULL)
 		return rc;
 	if (rc == 0 && nok > 0) {
-		for (int p = 0; p < size; p++)
-			for (unsigned i = 0; t->peers[p].up && i < XPI_RDMA_FIN_RECVS; i++) {
-				struct ibv_recv_wr wr = { .wr_id = (uint64_t)RDMA_WR_FIN_RECV
-									   << 56 |
-								   (uint64_t)p },
-						   *bad;
-				if (ibv_post_recv(t->peers[p].qp, &wr, &bad) != 0)
-					rc = -EIO;
-			}
 		for (uint32_t i = 0; i < XPI_RDMA_NWORDS; i++)
 			t->free_words[i] = XPI_RDMA_NWORDS - 1 - i;
 		t->nfree = XPI_RDMA_NWORDS;
@@ -260,13 +294,19 @@ static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 		if (rc == 0)
 			rc = xpi_context_add_tl(ctx, &xpi_rdma_ops, t);
 		if (rc == 0) {
-			if (xpi_debug_on("transport"))
+			/* Now that the pool is registered with us, its buffers
+			 * can go to the SRQ. A peer that sends before then is
+			 * told RNR and retries; it cannot have sent more than
+			 * its window. Failing here fails the job (the context
+			 * owns the transport now and destroys it). */
+			rc = rdma_small_fill(t);
+			if (rc == 0 && xpi_debug_on("transport"))
 				xpi_log(XPI_LOG_INFO,
-					"rank %d: rdma on %s port %u (gid index %u, mtu %d) to %d "
-					"peers",
+					"rank %d: rdma on %s port %u (gid index %u, mtu %d, window "
+					"%u, inline %u B) to %d peers",
 					me, t->dev.name, t->dev.port, t->dev.gid_index,
-					mtu_bytes(t->dev.mtu), nok);
-			return 0;
+					mtu_bytes(t->dev.mtu), t->window, t->max_inline, nok);
+			return rc;
 		}
 		/* Not added: the pairs fail; every peer must agree, so this
 		 * fails the job rather than diverge. */
@@ -284,9 +324,10 @@ static int rdma_probe(char *note, size_t n)
 		return 1;
 	}
 	snprintf(note, n,
-		 "%s port %u, %s GID index %u, MTU %d; carries rendezvous payloads "
-		 "(a bulk lane beside tcp)",
-		 d.name, d.port, d.roce ? "RoCE" : "InfiniBand", d.gid_index, mtu_bytes(d.mtu));
+		 "%s port %u, %s GID index %u, MTU %d; carries messages (eager up to "
+		 "%u B, inline up to the device's size) and rendezvous payloads (RDMA READ)",
+		 d.name, d.port, d.roce ? "RoCE" : "InfiniBand", d.gid_index, mtu_bytes(d.mtu),
+		 (unsigned)xpi_rdma_ops.eager_max);
 	xpi_rdma_dev_close(&d);
 	return 0;
 }

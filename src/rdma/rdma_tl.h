@@ -1,9 +1,35 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The RDMA verbs transport, first form: a bulk lane. Messages and
- * rendezvous announcements travel on another transport (the small lane,
- * TCP); this one moves rendezvous payloads with one-sided RDMA between the
- * users' buffers, zero copies on either side:
+ * The RDMA verbs transport: both lanes of a peer, or the bulk lane beside
+ * another transport's small one.
+ *
+ * Small lane (rdma_small.c). Messages are two-sided SENDs of a frame: the
+ * 56-byte header of the stream transports (src/core/wire.h, checked by the
+ * same pure parser) and its payload. Every QP receives from one shared
+ * receive queue (SRQ) whose entries scatter the header into a slot of a
+ * registered header table and the payload into a buffer of the pool, at
+ * its start: a payload arrives where the engine can take it as a pooled
+ * buffer with no copy (small ones, and any when the pool is dry, are
+ * copied instead so the entry goes straight back to the queue).
+ *  - eager: header and payload sent inline when they fit the device's
+ *    inline size (the provider copies them at posting, nothing to
+ *    register), else copied into a pool buffer, registered once;
+ *  - rendezvous: an RTS frame carrying the bulk lane's descriptor below.
+ * Flow control, so the SRQ never runs dry (no RNR stalls however many
+ * peers send at once): each peer may have XPI_RDMA_WINDOW frames that
+ * occupy an SRQ entry of ours and that we have not yet reported taking
+ * ("window frames": EAGER, RTS, FIN); every frame's id field reports how
+ * many of the peer's window frames we took, and a CREDIT frame, outside
+ * the window, reports it when half a window is owed and nothing else goes.
+ * A peer's CREDIT frames in flight number at most two (each reports half
+ * a window more than the last, and the peer cannot send more than a
+ * window beyond the last report it saw), so an SRQ of
+ * npeers * (window + 2) entries, reposted as each is taken, always has
+ * room. The eager byte credit of the engine (engine.h) rides along in the
+ * credit field, as on TCP.
+ *
+ * Bulk lane (rdma_bulk.c): rendezvous payloads move with one-sided RDMA
+ * between the users' buffers, zero copies on either side:
  *
  *  - the sender offers its buffer (rndv_offer): registers it, takes a
  *    state word in its registered table of words, and gives the small lane
@@ -11,8 +37,8 @@
  *  - the receiver, when a receive matches, claims the word with an RDMA
  *    compare-and-swap (PENDING -> CLAIMED of that generation), then reads
  *    the payload straight into the receive buffer (RDMA READ), then tells
- *    the sender with a zero-byte send carrying the word index (FIN), which
- *    completes the send;
+ *    the sender with a FIN (a window frame sent with the word index as its
+ *    immediate value), which completes the send;
  *  - a sender that times out withdraws with a compare-and-swap on the same
  *    word (PENDING -> FREE), posted through a QP connected to itself, so
  *    both go through the device's atomics and exactly one wins, however
@@ -47,14 +73,30 @@ enum { RDMA_W_FREE = 0, RDMA_W_PENDING = 1, RDMA_W_CLAIMED = 2 };
 /* FIN's immediate value: the word index, and this bit if the receiver could
  * not take the payload (the send then fails too). */
 #define XPI_RDMA_FIN_FAILED 0x80000000u
-/* Zero-byte receives each QP keeps posted for FINs. */
-#define XPI_RDMA_FIN_RECVS 128u
+/* Window frames (see above) a peer may have unreported in our SRQ, at
+ * most; fewer when many peers share it (rdma_setup.c). */
+#define XPI_RDMA_WINDOW 64u
+#define XPI_RDMA_WINDOW_MIN 4u
+/* Entries of the SRQ we aim for with few peers. */
+#define XPI_RDMA_SRQ_TARGET 256u
+/* Our small sends a QP can hold before their completions come back: a
+ * window, the CREDIT frames, and completions that lag the peer's report
+ * of taking them (its ACK and its next frame race). */
+#define XPI_RDMA_TX_RING (2u * XPI_RDMA_WINDOW + 8u)
 /* Send queue depth per QP. What can be in it at once is bounded by the
- * state words: a read for each of the peer's (XPI_RDMA_NWORDS) and a FIN
- * for each, plus the one claim waited for; a shallower queue would fail a
- * receive when a window of more rendezvous messages than it holds matched
- * at once. */
-#define XPI_RDMA_SQ_DEPTH (2u * XPI_RDMA_NWORDS + 8u)
+ * state words: a read for each of the peer's (XPI_RDMA_NWORDS), plus the
+ * one claim waited for, and the small sends (FINs among them) the ring
+ * above bounds; a shallower queue would fail a receive when a window of
+ * more rendezvous messages than it holds matched at once. */
+#define XPI_RDMA_SQ_DEPTH (XPI_RDMA_NWORDS + XPI_RDMA_TX_RING + 8u)
+/* Header and payload sent inline up to this, if the device allows. */
+#define XPI_RDMA_INLINE_WANT 256u
+/* The pool buffers SRQ entries receive payloads into, and so the longest
+ * eager payload. */
+#define XPI_RDMA_RX_BUF 16384u
+/* Payloads up to this go to the engine copied (inline), the SRQ entry
+ * straight back to the queue: a tiny message should not hold 16 KiB. */
+#define XPI_RDMA_RX_COPY_MAX 256u
 /* How long rndv_fetch waits for its claim's answer. */
 #define XPI_RDMA_CLAIM_NS (2000 * 1000000LL)
 /* Descriptor bytes: addr 8, rkey 4, index 4, generation 4. */
@@ -62,12 +104,17 @@ enum { RDMA_W_FREE = 0, RDMA_W_PENDING = 1, RDMA_W_CLAIMED = 2 };
 
 /* What a work request is, in the top byte of its wr_id. */
 enum rdma_wr {
-	RDMA_WR_FIN_RECV = 1, /* low bits: the peer */
-	RDMA_WR_FIN_SEND,     /* unsignalled but for errors */
-	RDMA_WR_CLAIM,        /* low bits: the claim's sequence number */
-	RDMA_WR_WITHDRAW,     /* through the self QP; low bits: sequence number */
-	RDMA_WR_READ,         /* low bits: the fetch's id */
+	RDMA_WR_RECV = 1, /* an SRQ entry; low bits: its slot */
+	RDMA_WR_SEND,     /* a frame (FINs too); low bits: the peer */
+	RDMA_WR_CLAIM,    /* low bits: the claim's sequence number */
+	RDMA_WR_WITHDRAW, /* through the self QP; low bits: sequence number */
+	RDMA_WR_READ,     /* low bits: the fetch's id */
 };
+
+static inline uint64_t rdma_wr_id(enum rdma_wr kind, uint64_t low)
+{
+	return (uint64_t)kind << 56 | (low & ((1ull << 56) - 1));
+}
 
 struct rdma_peer {
 	struct ibv_qp *qp;
@@ -75,6 +122,25 @@ struct rdma_peer {
 	bool dead; /* its QP failed: everything with it fails */
 	uint64_t words_addr;
 	uint32_t words_rkey;
+
+	/* Small lane, sending (rdma_small.c). */
+	uint32_t window;       /* what it granted us (its SRQ's share for us) */
+	uint64_t win_sent;     /* window frames sent to it */
+	uint64_t win_returned; /* of them, reported taken by it */
+	uint64_t eager_sent;   /* eager credit spent with it (engine.h) */
+	uint64_t peer_credit;  /* eager credit it gave back */
+	/* Our sends on its QP, oldest first, whose completion has not come:
+	 * the pool buffer each was copied into (NULL: sent inline). */
+	struct xp_buf *tx_ring[XPI_RDMA_TX_RING];
+	uint32_t tx_head, tx_count;
+	/* FINs waiting for window (immediate values), oldest first. */
+	uint32_t *fins;
+	uint32_t nfins, fins_cap;
+
+	/* Small lane, receiving. */
+	uint64_t win_taken; /* its window frames we took from the SRQ */
+	uint64_t win_told;  /* what our last frame to it reported */
+	uint64_t credit_told;
 };
 
 /* A send we offered: word index @i. */
@@ -107,6 +173,30 @@ struct xpi_rdma_tl {
 	bool cq_armed; /* notification requested for the sleep */
 	struct rdma_peer *peers;
 	struct ibv_qp *self_qp; /* connected to itself: the sender's own atomics */
+	uint32_t max_inline;    /* what the device granted our QPs */
+	uint32_t window;        /* XPI_RDMA_WINDOW, or less with many peers */
+	/* QP numbers of the peers' QPs, sorted, for receive completions. */
+	struct rdma_qpn {
+		uint32_t qpn;
+		int peer;
+	} * qpns;
+	int nqpns;
+
+	/* The shared receive queue: per entry (slot) a header and a pool
+	 * buffer. */
+	struct ibv_srq *srq;
+	uint32_t srq_depth;
+	uint8_t *rx_hdrs;
+	struct ibv_mr *rx_hdrs_mr;
+	struct xp_buf **rx_bufs;
+	uint32_t *rx_idle; /* slots whose repost failed, to try again */
+	uint32_t nrx_idle;
+	uint32_t nfins_total; /* FINs queued, all peers */
+	/* How frames went, for tests and xport-perf: sent inline or copied
+	 * into a pool buffer; eager payloads received lent to the engine
+	 * (zero copy) or copied. */
+	uint64_t st_tx_inline, st_tx_copied, st_rx_lent, st_rx_copied;
+	bool owed_any; /* a peer may be owed a report of its window */
 
 	/* This rank's state words, and where claims and withdrawals put the
 	 * value they found (one 8-byte slot, as they are waited for one at
@@ -132,6 +222,34 @@ struct xpi_rdma_tl {
 };
 
 extern const struct xpi_tl_ops xpi_rdma_ops;
+
+/* rdma_bulk.c, for the small lane's RTS: offers sreq->buf (rndv_offer). */
+int rdma_rndv_offer(void *tl, int peer, xp_request_t *sreq, const struct xpi_reg *reg,
+		    struct xpi_rndv_desc *desc);
+/* rdma_bulk.c: undoes an offer whose announcement could not be sent. */
+void rdma_rndv_unoffer(struct xpi_rdma_tl *t, xp_request_t *sreq);
+/* rdma_bulk.c: a FIN with immediate value @imm came from @peer. */
+void rdma_got_fin(struct xpi_rdma_tl *t, int peer, uint32_t imm);
+
+/* rdma_small.c */
+int rdma_small_setup(struct xpi_rdma_tl *t); /* the SRQ; before the QPs */
+int rdma_small_fill(struct xpi_rdma_tl *t);  /* posts its entries: once the pool is ours */
+void rdma_small_fini(struct xpi_rdma_tl *t); /* after the QPs are gone */
+int rdma_send_eager(void *tl, int peer, const struct xpi_msg_hdr *h, const void *data);
+int rdma_send_rts(void *tl, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
+		  const struct xpi_reg *reg, const struct xpi_rndv_desc *desc);
+/* Tells @peer we took payload word @idx (@failed: could not): queued
+ * until the window allows. 0 or a negative code (the peer is lost). */
+int rdma_send_fin(struct xpi_rdma_tl *t, int peer, uint32_t idx, bool failed);
+/* A completion of ours: a receive (RDMA_WR_RECV) or a send (RDMA_WR_SEND). */
+void rdma_small_recv_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc);
+void rdma_small_send_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc);
+/* Each progress: queued FINs and owed credit go out. */
+void rdma_small_flush(struct xpi_rdma_tl *t);
+/* Drops what the small lane holds for @peer (lost). */
+void rdma_small_peer_lost(struct xpi_rdma_tl *t, int peer);
+/* Gives back the pool buffers of sends whose completions will not come. */
+void rdma_small_drop_tx(struct xpi_rdma_tl *t, int peer);
 
 /* rdma_bulk.c: the transport's side of losing @peer: its QP failed (@why
  * says how, for the engine) or another lane lost it (@why NULL). */

@@ -70,6 +70,10 @@ enum xpi_tl_type {
 #define XPI_CAP_RDMA_WRITE 0x4u
 /* Carries rendezvous payloads only (a bulk lane), never messages. */
 #define XPI_CAP_BULK_ONLY 0x8u
+/* Cannot tell that a peer's process ended (an RDMA queue pair learns it
+ * only from a send that is never answered, and soft-RoCE not even then):
+ * a stream transport is connected beside it to watch (select.h, rule 5). */
+#define XPI_CAP_WATCHED 0x10u
 
 #define XPI_CARD_MAX_TL 8
 #define XPI_CARD_REACH_MAX 64

@@ -116,7 +116,7 @@ int xpi_select_without(const struct xpi_card *a, const struct xpi_card *b, uint3
 	 * only by a strictly faster one (ties keep the earlier); a transport
 	 * that carries only payloads (XPI_CAP_BULK_ONLY) can be bulk but
 	 * never small. */
-	bool common = false, permitted = false, found = false;
+	bool common = false, permitted = false, found = false, tcp_ok = false, watched = false;
 	uint8_t small = 0, bulk = 0;
 	uint32_t bulk_bw = 0, small_bw = 0;
 	for (unsigned i = 0; i < n; i++) {
@@ -132,10 +132,12 @@ int xpi_select_without(const struct xpi_card *a, const struct xpi_card *b, uint3
 			continue;
 		uint32_t bw = ta->bw_mbps < tb->bw_mbps ? ta->bw_mbps : tb->bw_mbps;
 		bool bulk_only = ((ta->caps | tb->caps) & XPI_CAP_BULK_ONLY) != 0;
+		tcp_ok |= type == XPI_TL_TCP;
 		if (!found && !bulk_only) {
 			found = true;
 			small = type;
 			small_bw = bw;
+			watched = ((ta->caps | tb->caps) & XPI_CAP_WATCHED) != 0;
 		}
 		if (bulk == 0 || bw > bulk_bw) {
 			bulk = type;
@@ -171,5 +173,6 @@ int xpi_select_without(const struct xpi_card *a, const struct xpi_card *b, uint3
 	 * than small's" case has already left bulk == small. */
 	out->small = small;
 	out->bulk = bulk;
+	out->watch = watched && tcp_ok && small != XPI_TL_TCP ? XPI_TL_TCP : 0;
 	return 0;
 }

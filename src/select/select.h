@@ -22,6 +22,10 @@
  *     both advertise (the smaller of the two cards' bw_mbps), ties going to
  *     the earlier in the order; if it is no better than small's, bulk is
  *     small.
+ *  5. watch: if small's card entry on either side says XPI_CAP_WATCHED and
+ *     TCP is a candidate other than small, TCP is connected too, to carry
+ *     nothing but the news that the peer's process ended (its connection
+ *     closes with it). 0 otherwise.
  */
 #ifndef XPI_SELECT_H
 #define XPI_SELECT_H
@@ -31,6 +35,7 @@
 struct xpi_lanes {
 	uint8_t small; /* enum xpi_tl_type: eager messages, latency */
 	uint8_t bulk;  /* enum xpi_tl_type: rendezvous payloads */
+	uint8_t watch; /* enum xpi_tl_type connected to see the peer end, or 0 */
 };
 
 /*

@@ -354,7 +354,9 @@ static void return_credit(struct xpi_tcp *t)
 	t->credit_seen = t->ctx->eager_returned_total;
 	for (int p = 0; p < t->nconn; p++) {
 		struct tcp_conn *c = conn_of(t, p);
-		if (c->fd_ctl < 0 || c->dead)
+		/* A connection that only watches the peer (its messages go
+		 * over rdma, say) owes it nothing. */
+		if (c->fd_ctl < 0 || c->dead || t->ctx->peers[p].tl_small != t->tl_index)
 			continue;
 		uint64_t owed = t->ctx->peers[p].eager_returned - c->credit_told;
 		if (owed > t->credit_per_peer / 4) {

@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The RDMA transport's small lane: frames sent with two-sided SENDs into
+ * the peers' shared receive queue, and the window that keeps that queue
+ * from running dry (rdma_tl.h says how and why).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/log.h"
+#include "../core/wire.h"
+#include "rdma_tl.h"
+
+/* Header slots are cache-line apart: the device writes one while the CPU
+ * reads its neighbour. */
+#define HDR_STRIDE 64u
+#define EAGER_MAX (XPI_RDMA_RX_BUF - XPI_FRAME_HDR_LEN)
+
+/* The lkey of a pool buffer: the pool's class mappings are registered
+ * whole, once (rdma_mem_reg), so this never pins or locks. */
+static bool pool_lkey(struct xpi_rdma_tl *t, struct xp_buf *b, uint32_t *lkey)
+{
+	struct rdma_region *r = xpi_buf_handle(b, t->tl_index);
+	if (r == NULL || r->mr == NULL)
+		return false;
+	*lkey = r->mr->lkey;
+	return true;
+}
+
+int rdma_small_setup(struct xpi_rdma_tl *t)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = t->srq_depth, .max_sge = 2 } };
+	t->srq = ibv_create_srq(t->dev.pd, &sa);
+	if (t->srq == NULL)
+		return xpi_rdma_fail_errno("setting up the shared receive queue", "ibv_create_srq",
+					   t->dev.name, NULL);
+	size_t hdrs = (size_t)t->srq_depth * HDR_STRIDE;
+	t->rx_hdrs = aligned_alloc(4096, (hdrs + 4095) & ~(size_t)4095);
+	t->rx_bufs = calloc(t->srq_depth, sizeof(*t->rx_bufs));
+	t->rx_idle = calloc(t->srq_depth, sizeof(*t->rx_idle));
+	if (t->rx_hdrs == NULL || t->rx_bufs == NULL || t->rx_idle == NULL)
+		return -ENOMEM;
+	t->rx_hdrs_mr = ibv_reg_mr(t->dev.pd, t->rx_hdrs, hdrs, IBV_ACCESS_LOCAL_WRITE);
+	if (t->rx_hdrs_mr == NULL)
+		return xpi_rdma_fail_errno("registering the receive headers", "ibv_reg_mr",
+					   t->dev.name, NULL);
+	/* The buffers now, before the window is promised to the peers: the
+	 * window is what the queue holds. Posted once the pool is
+	 * registered with us (rdma_small_fill). */
+	for (uint32_t i = 0; i < t->srq_depth; i++)
+		if (xpi_pool_get(t->ctx->pool, XPI_RDMA_RX_BUF, &t->rx_bufs[i]) < 0)
+			return -ENOBUFS;
+	return 0;
+}
+
+static int post_slot(struct xpi_rdma_tl *t, uint32_t slot)
+{
+	struct xp_buf *b = t->rx_bufs[slot];
+	uint32_t lkey;
+	if (!pool_lkey(t, b, &lkey))
+		return -EINVAL;
+	struct ibv_sge sge[2] = {
+		{ (uintptr_t)(t->rx_hdrs + (size_t)slot * HDR_STRIDE), XPI_FRAME_HDR_LEN,
+		  t->rx_hdrs_mr->lkey },
+		{ (uintptr_t)b->data, XPI_RDMA_RX_BUF, lkey },
+	};
+	struct ibv_recv_wr wr = { .wr_id = rdma_wr_id(RDMA_WR_RECV, slot),
+				  .sg_list = sge,
+				  .num_sge = 2 },
+			   *bad;
+	int rc = ibv_post_srq_recv(t->srq, &wr, &bad);
+	if (rc != 0)
+		return xpi_rdma_fail_pos(rc, "giving the shared receive queue an entry",
+					 "ibv_post_srq_recv", t->dev.name, NULL);
+	return 0;
+}
+
+int rdma_small_fill(struct xpi_rdma_tl *t)
+{
+	for (uint32_t i = 0; i < t->srq_depth; i++) {
+		int rc = post_slot(t, i);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+void rdma_small_fini(struct xpi_rdma_tl *t)
+{
+	if (t->srq != NULL)
+		ibv_destroy_srq(t->srq);
+	for (uint32_t i = 0; t->rx_bufs != NULL && i < t->srq_depth; i++)
+		if (t->rx_bufs[i] != NULL)
+			xpi_buf_put(t->rx_bufs[i]);
+	if (t->rx_hdrs_mr != NULL)
+		ibv_dereg_mr(t->rx_hdrs_mr);
+	free(t->rx_hdrs);
+	free(t->rx_bufs);
+	free(t->rx_idle);
+	for (int p = 0; t->peers != NULL && p < t->ctx->size; p++)
+		free(t->peers[p].fins);
+}
+
+/*
+ * Posts frame @f with @len payload bytes to @peer: inline if header and
+ * payload fit the device's inline size, else copied into a pool buffer
+ * that the send's completion gives back. With @fin, an immediate value
+ * @imm goes along (a FIN). Every frame reports what we took of the peer's
+ * window and the eager credit the engine gave back. -EAGAIN: no room now.
+ */
+static int post_frame(struct xpi_rdma_tl *t, int peer, struct xpi_frame *f, const void *payload,
+		      size_t len, bool fin, uint32_t imm)
+{
+	struct rdma_peer *p = &t->peers[peer];
+	if (p->tx_count == XPI_RDMA_TX_RING)
+		return -EAGAIN;
+	f->id = p->win_taken;
+	/* The engine's count covers the peer's small lane, whichever it is;
+	 * only ours has eager messages to give credit for. */
+	f->credit = t->ctx->peers[peer].tl_small == t->tl_index ?
+			    t->ctx->peers[peer].eager_returned :
+			    0;
+	uint8_t hdr[XPI_FRAME_HDR_LEN];
+	xpi_frame_pack(f, hdr);
+	struct ibv_sge sge[2];
+	struct ibv_send_wr wr = { .wr_id = rdma_wr_id(RDMA_WR_SEND, (uint64_t)peer),
+				  .sg_list = sge,
+				  .opcode = fin ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED,
+				  .imm_data = htonl(imm) },
+			   *bad;
+	struct xp_buf *b = NULL;
+	if (XPI_FRAME_HDR_LEN + len <= t->max_inline) {
+		sge[0] = (struct ibv_sge){ (uintptr_t)hdr, XPI_FRAME_HDR_LEN, 0 };
+		sge[1] = (struct ibv_sge){ (uintptr_t)payload, (uint32_t)len, 0 };
+		wr.num_sge = len != 0 ? 2 : 1;
+		wr.send_flags |= IBV_SEND_INLINE;
+	} else {
+		uint32_t lkey;
+		if (xpi_pool_get(t->ctx->pool, XPI_FRAME_HDR_LEN + len, &b) < 0)
+			return -EAGAIN; /* the pool is dry: retried when buffers come back */
+		if (!pool_lkey(t, b, &lkey)) {
+			xpi_buf_put(b);
+			return -EIO;
+		}
+		memcpy(b->data, hdr, XPI_FRAME_HDR_LEN);
+		if (len != 0)
+			memcpy(b->data + XPI_FRAME_HDR_LEN, payload, len);
+		sge[0] = (struct ibv_sge){ (uintptr_t)b->data, (uint32_t)(XPI_FRAME_HDR_LEN + len),
+					   lkey };
+		wr.num_sge = 1;
+	}
+	int rc = ibv_post_send(p->qp, &wr, &bad);
+	if (rc != 0) {
+		if (b != NULL)
+			xpi_buf_put(b);
+		return xpi_rdma_fail_pos(rc, "sending a message", "ibv_post_send", t->dev.name,
+					 NULL);
+	}
+	p->tx_ring[(p->tx_head + p->tx_count) % XPI_RDMA_TX_RING] = b;
+	p->tx_count++;
+	if (b != NULL)
+		t->st_tx_copied++;
+	else
+		t->st_tx_inline++;
+	p->win_told = p->win_taken;
+	p->credit_told = f->credit;
+	return 0;
+}
+
+static bool window_open(const struct rdma_peer *p)
+{
+	return p->win_sent - p->win_returned < p->window;
+}
+
+static int flush_fins(struct xpi_rdma_tl *t, int peer)
+{
+	struct rdma_peer *p = &t->peers[peer];
+	uint32_t done = 0;
+	int rc = 0;
+	while (done < p->nfins && window_open(p)) {
+		struct xpi_frame f = { .type = XPI_FRAME_CREDIT };
+		rc = post_frame(t, peer, &f, NULL, 0, true, p->fins[done]);
+		if (rc < 0)
+			break;
+		p->win_sent++;
+		done++;
+	}
+	memmove(p->fins, p->fins + done, (p->nfins - done) * sizeof(*p->fins));
+	p->nfins -= done;
+	t->nfins_total -= done;
+	return rc == -EAGAIN ? 0 : rc;
+}
+
+int rdma_send_fin(struct xpi_rdma_tl *t, int peer, uint32_t idx, bool failed)
+{
+	struct rdma_peer *p = &t->peers[peer];
+	if (p->dead)
+		return -ECONNRESET;
+	if (p->nfins == p->fins_cap) {
+		uint32_t cap = p->fins_cap != 0 ? 2 * p->fins_cap : 64;
+		uint32_t *n = realloc(p->fins, cap * sizeof(*n));
+		if (n == NULL)
+			return -ENOMEM;
+		p->fins = n;
+		p->fins_cap = cap;
+	}
+	p->fins[p->nfins++] = idx | (failed ? XPI_RDMA_FIN_FAILED : 0);
+	t->nfins_total++;
+	int rc = flush_fins(t, peer);
+	if (rc < 0)
+		rdma_peer_failed(t, peer, rc, "could not be sent the end of a rendezvous");
+	return rc;
+}
+
+int rdma_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, const void *data)
+{
+	struct xpi_rdma_tl *t = tlp;
+	struct rdma_peer *p = &t->peers[peer];
+	if (!p->up || p->dead)
+		return -ECONNRESET;
+	uint64_t cost = xpi_eager_cost(h->len);
+	if (h->len > EAGER_MAX ||
+	    p->eager_sent + cost - p->peer_credit > t->ctx->eager_credit_per_peer)
+		return -ENOBUFS; /* too long, or no credit with the receiver: rendezvous */
+	/* FINs first: they finish the peer's sends. */
+	if (p->nfins != 0 && flush_fins(t, peer) < 0)
+		return -ECONNRESET;
+	if (p->nfins != 0 || !window_open(p))
+		return -EAGAIN;
+	struct xpi_frame f = { .type = XPI_FRAME_EAGER,
+			       .payload_len = (uint32_t)h->len,
+			       .comm = h->comm,
+			       .tag = h->tag,
+			       .peer_seq = h->peer_seq,
+			       .msg_len = h->len };
+	int rc = post_frame(t, peer, &f, data, h->len, false, 0);
+	if (rc < 0)
+		return rc;
+	p->win_sent++;
+	p->eager_sent += cost;
+	return 0;
+}
+
+int rdma_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
+		  const struct xpi_reg *reg, const struct xpi_rndv_desc *desc)
+{
+	struct xpi_rdma_tl *t = tlp;
+	struct rdma_peer *p = &t->peers[peer];
+	if (!p->up || p->dead)
+		return -ECONNRESET;
+	if (p->nfins != 0 && flush_fins(t, peer) < 0)
+		return -ECONNRESET;
+	if (p->nfins != 0 || !window_open(p) || p->tx_count == XPI_RDMA_TX_RING)
+		return -EAGAIN;
+	/* Both lanes are ours: we offer the payload too. */
+	struct xpi_rndv_desc own;
+	if (desc == NULL) {
+		int rc = rdma_rndv_offer(t, peer, sreq, reg, &own);
+		if (rc < 0)
+			return rc;
+	}
+	const struct xpi_rndv_desc *d = desc != NULL ? desc : &own;
+	struct xpi_frame f = { .type = XPI_FRAME_RTS,
+			       .payload_len = d->len,
+			       .comm = h->comm,
+			       .tag = h->tag,
+			       .peer_seq = h->peer_seq,
+			       .msg_len = h->len };
+	int rc = post_frame(t, peer, &f, d->bytes, d->len, false, 0);
+	if (rc < 0) {
+		if (desc == NULL)
+			rdma_rndv_unoffer(t, sreq);
+		return rc;
+	}
+	p->win_sent++;
+	return 0;
+}
+
+static int peer_of_qpn(const struct xpi_rdma_tl *t, uint32_t qpn)
+{
+	int lo = 0, hi = t->nqpns - 1;
+	while (lo <= hi) {
+		int mid = (lo + hi) / 2;
+		if (t->qpns[mid].qpn == qpn)
+			return t->qpns[mid].peer;
+		if (t->qpns[mid].qpn < qpn)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
+static void protocol_error(struct xpi_rdma_tl *t, int peer, const char *why)
+{
+	char text[96];
+	snprintf(text, sizeof(text), "sent a malformed rdma message (%s)", why);
+	rdma_peer_failed(t, peer, -EPROTO, text);
+}
+
+static void deliver(struct xpi_rdma_tl *t, int peer, const struct xpi_frame *f, uint8_t kind,
+		    const void *data, struct xp_buf *buf)
+{
+	struct xpi_msg m;
+	m.desc_len = kind == XPI_MSG_RTS ? (uint8_t)f->payload_len : 0;
+	m.u.key.comm = f->comm;
+	m.u.key.src = peer;
+	m.u.key.tag = f->tag;
+	m.u.key.mask = 0;
+	m.kind = kind;
+	m.tl = (uint8_t)t->tl_index;
+	m.sized = false;
+	m.peer_seq = f->peer_seq;
+	m.len = f->msg_len;
+	m.data = data;
+	m.buf = buf;
+	m.rndv = NULL;
+	xpi_engine_deliver(t->ctx, &m);
+}
+
+/* What a frame reports of our window and our eager credit with the peer;
+ * false if it reports more than we ever sent (a broken peer). */
+static bool take_reports(struct xpi_rdma_tl *t, struct rdma_peer *p, const struct xpi_frame *f)
+{
+	if (f->id > p->win_sent || f->credit > p->eager_sent)
+		return false;
+	if (f->id > p->win_returned)
+		p->win_returned = f->id;
+	if (f->credit > p->peer_credit)
+		p->peer_credit = f->credit;
+	return true;
+}
+
+void rdma_small_recv_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
+{
+	uint32_t slot = (uint32_t)(wc->wr_id & ((1ull << 56) - 1));
+	if (slot >= t->srq_depth)
+		return;
+	int peer = peer_of_qpn(t, wc->qp_num);
+	bool again = true; /* the entry goes back to the queue as it is */
+	if (wc->status != IBV_WC_SUCCESS) {
+		if (peer >= 0 && wc->status != IBV_WC_WR_FLUSH_ERR)
+			rdma_peer_failed(t, peer, -EIO, "broke its queue pair");
+		goto repost;
+	}
+	if (peer < 0 || t->peers[peer].dead)
+		goto repost;
+	struct rdma_peer *p = &t->peers[peer];
+	const uint8_t *h = t->rx_hdrs + (size_t)slot * HDR_STRIDE;
+	struct xpi_frame f;
+	const char *why = "shorter than a header";
+	if (wc->byte_len < XPI_FRAME_HDR_LEN ||
+	    xpi_frame_parse(h, XPI_FRAME_HDR_LEN, EAGER_MAX, &f, &why) < 0) {
+		protocol_error(t, peer, why);
+		goto repost;
+	}
+	bool fin = (wc->wc_flags & IBV_WC_WITH_IMM) != 0;
+	if (wc->byte_len != XPI_FRAME_HDR_LEN + (uint64_t)f.payload_len)
+		why = "its length differs from its header's";
+	else if (f.type != XPI_FRAME_EAGER && f.type != XPI_FRAME_RTS && f.type != XPI_FRAME_CREDIT)
+		why = "a frame type rdma does not carry";
+	else if (fin && f.type != XPI_FRAME_CREDIT)
+		why = "an immediate value on a message";
+	else if (f.type == XPI_FRAME_RTS && f.payload_len != XPI_RDMA_DESC_LEN)
+		why = "a rendezvous descriptor of the wrong length";
+	else if (f.type != XPI_FRAME_CREDIT && !xpi_engine_comm_valid(t->ctx, f.comm))
+		why = "a communicator id out of range";
+	else if (!take_reports(t, p, &f))
+		why = "it reports more than we sent";
+	else
+		why = NULL;
+	if (why != NULL) {
+		protocol_error(t, peer, why);
+		goto repost;
+	}
+	if (f.type != XPI_FRAME_CREDIT || fin) {
+		p->win_taken++;
+		t->owed_any = true;
+	}
+	struct xp_buf *b = t->rx_bufs[slot];
+	if (fin) {
+		rdma_got_fin(t, peer, ntohl(wc->imm_data));
+	} else if (f.type == XPI_FRAME_RTS) {
+		deliver(t, peer, &f, XPI_MSG_RTS, b->data, NULL);
+	} else if (f.type == XPI_FRAME_EAGER) {
+		struct xp_buf *fresh = NULL;
+		uint32_t lkey;
+		if (f.payload_len > XPI_RDMA_RX_COPY_MAX &&
+		    xpi_pool_get(t->ctx->pool, XPI_RDMA_RX_BUF, &fresh) == 0 &&
+		    pool_lkey(t, fresh, &lkey)) {
+			/* Zero copy: the engine takes this buffer, the entry a
+			 * fresh one. */
+			t->rx_bufs[slot] = fresh;
+			if (post_slot(t, slot) < 0)
+				t->rx_idle[t->nrx_idle++] = slot;
+			again = false;
+			t->st_rx_lent++;
+			b->len = f.payload_len;
+			deliver(t, peer, &f, XPI_MSG_BUF, NULL, b);
+		} else {
+			if (fresh != NULL)
+				xpi_buf_put(fresh);
+			t->st_rx_copied++;
+			deliver(t, peer, &f, XPI_MSG_INLINE, b->data, NULL);
+		}
+	}
+repost:
+	if (again && post_slot(t, slot) < 0)
+		t->rx_idle[t->nrx_idle++] = slot;
+}
+
+/* The oldest send's completion came (or never will): its buffer back. */
+static void tx_pop(struct rdma_peer *p)
+{
+	struct xp_buf *b = p->tx_ring[p->tx_head];
+	p->tx_ring[p->tx_head] = NULL;
+	p->tx_head = (p->tx_head + 1) % XPI_RDMA_TX_RING;
+	p->tx_count--;
+	if (b != NULL)
+		xpi_buf_put(b);
+}
+
+void rdma_small_send_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
+{
+	uint64_t peer = wc->wr_id & ((1ull << 56) - 1);
+	if (peer >= (uint64_t)t->ctx->size)
+		return;
+	struct rdma_peer *p = &t->peers[peer];
+	if (p->tx_count != 0)
+		tx_pop(p);
+	if (wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR)
+		rdma_peer_failed(t, (int)peer, -EIO, "did not take a message we sent it");
+}
+
+void rdma_small_flush(struct xpi_rdma_tl *t)
+{
+	/* Entries that could not be reposted (a failed post) get another
+	 * try; the window never counts on them, as nothing was promised
+	 * beyond what was posted at setup. */
+	while (t->nrx_idle != 0 && post_slot(t, t->rx_idle[t->nrx_idle - 1]) == 0)
+		t->nrx_idle--;
+	if (t->nfins_total != 0)
+		for (int peer = 0; peer < t->ctx->size; peer++)
+			if (t->peers[peer].nfins != 0 && !t->peers[peer].dead &&
+			    flush_fins(t, peer) < 0)
+				rdma_peer_failed(t, peer, -EIO,
+						 "could not be sent the end of a rendezvous");
+	if (!t->owed_any)
+		return;
+	t->owed_any = false;
+	for (int peer = 0; peer < t->ctx->size; peer++) {
+		struct rdma_peer *p = &t->peers[peer];
+		if (!p->up || p->dead || p->win_taken == p->win_told)
+			continue;
+		/* Half a window unreported: a CREDIT frame, outside the
+		 * window, before the peer has to wait for it. */
+		if (p->win_taken - p->win_told >= (t->window + 1) / 2) {
+			struct xpi_frame f = { .type = XPI_FRAME_CREDIT };
+			if (post_frame(t, peer, &f, NULL, 0, false, 0) < 0)
+				t->owed_any = true; /* no room: next time */
+		}
+		/* Less is told with the next frame; it stays less until more
+		 * frames come, which look again. */
+	}
+}
+
+void rdma_small_peer_lost(struct xpi_rdma_tl *t, int peer)
+{
+	struct rdma_peer *p = &t->peers[peer];
+	t->nfins_total -= p->nfins;
+	p->nfins = 0;
+}
+
+void rdma_small_drop_tx(struct xpi_rdma_tl *t, int peer)
+{
+	struct rdma_peer *p = &t->peers[peer];
+	while (p->tx_count != 0)
+		tx_pop(p);
+}
