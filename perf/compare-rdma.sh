@@ -3,7 +3,7 @@
 #
 # xport over RDMA beside perftest, in one run on one device:
 #
-#   perf/compare-rdma.sh [--build DIR] [--rounds N]
+#   perf/compare-rdma.sh [--build DIR] [--rounds N] [--only lat|bw]
 #
 # 8-byte latency: ib_send_lat against `xport-perf lat` (half the round
 # trip, both); 1 MiB bandwidth: ib_read_bw (the protocol xport's bulk lane
@@ -20,10 +20,12 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$here/build
 rounds=3
+only=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$(cd "$2" && pwd); shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
+	--only) only=$2; shift 2 ;;
 	-h | --help) sed -n '3,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "compare-rdma: unknown option $1" >&2; exit 2 ;;
 	esac
@@ -36,7 +38,7 @@ for t in ib_send_lat ib_read_bw ib_write_bw; do
 done
 if [ -z "${XP_LAB:-}" ] && ! compgen -G '/sys/class/infiniband/*' >/dev/null; then
 	exec bash "$here/tests/rdma/vmlab.sh" --timeout 1800 -- \
-		bash "$here/perf/compare-rdma.sh" --build "$build" --rounds "$rounds"
+		bash "$here/perf/compare-rdma.sh" --build "$build" --rounds "$rounds" ${only:+--only "$only"}
 fi
 
 dev=$(ls /sys/class/infiniband | head -1)
@@ -85,14 +87,18 @@ for l in sys.stdin:
 declare -a lat_ib lat_xp bw_ib bw_iw bw_xp bw_xr
 for ((r = 0; r < rounds; r++)); do
 	echo "compare-rdma: round $((r + 1))/$rounds" >&2
-	lat_ib+=("$(perftest ib_send_lat 8 6)")      # t_typical [usec]
-	lat_xp+=("$(xport lat 8 lat_us_p50)")
-	bw_ib+=("$(perftest ib_read_bw 1048576 4)")  # BW average [MB/sec], MiB/s
-	bw_iw+=("$(perftest ib_write_bw 1048576 4)")
-	bw_xp+=("$(xport bw 1048576 bw_MBps)")       # 10^6 B/s
-	bw_xr+=("$(xport bw 1048576 bw_MBps --register)")
+	if [ "$only" != bw ]; then
+		lat_ib+=("$(perftest ib_send_lat 8 6)")      # t_typical [usec]
+		lat_xp+=("$(xport lat 8 lat_us_p50)")
+	fi
+	if [ "$only" != lat ]; then
+		bw_ib+=("$(perftest ib_read_bw 1048576 4)")  # BW average [MB/sec], MiB/s
+		bw_iw+=("$(perftest ib_write_bw 1048576 4)")
+		bw_xp+=("$(xport bw 1048576 bw_MBps)")       # 10^6 B/s
+		bw_xr+=("$(xport bw 1048576 bw_MBps --register)")
+	fi
 done
-med() { printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
+med() { [ $# -gt 0 ] || { echo -; return; }; printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
 li=$(med "${lat_ib[@]}"); lx=$(med "${lat_xp[@]}")
 bi=$(med "${bw_ib[@]}"); bw=$(med "${bw_iw[@]}"); bx=$(med "${bw_xp[@]}"); br=$(med "${bw_xr[@]}")
 # perftest's MB/sec are MiB/s: both in 10^6 B/s here.

@@ -425,6 +425,8 @@ static int rdma_progress(void *tlp)
 		events += n;
 	}
 	rdma_small_flush(t);
+	if (events == 0)
+		rdma_small_repost(t); /* idle: nobody waits for this */
 	return events;
 }
 
@@ -438,6 +440,7 @@ static int rdma_sleep_prepare(void *tlp, struct pollfd *fds, int max)
 		return -ENOTSUP;
 	if (t->nbacklog != 0)
 		return -EAGAIN;
+	rdma_small_repost(t);
 	if (!__atomic_load_n(&t->cq_armed, __ATOMIC_ACQUIRE)) {
 		if (ibv_req_notify_cq(t->cq, 0) != 0)
 			return -ENOTSUP;

@@ -123,7 +123,7 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 	    w > XPI_RDMA_WINDOW_MIN + 2 ? w - 2 :
 					  XPI_RDMA_WINDOW_MIN;
 	t->window = w;
-	t->srq_depth = (uint32_t)npeers * (w + 2);
+	t->srq_depth = (uint32_t)npeers * (w + 2) + XPI_RDMA_REPOST_BATCH;
 	if (t->srq_depth > (uint32_t)t->dev.attr.max_srq_wr) {
 		warn_once(ctx, "the device's shared receive queue is too small for every peer");
 		return -ENOSPC;

@@ -40,8 +40,8 @@ int rdma_small_setup(struct xpi_rdma_tl *t)
 	size_t hdrs = (size_t)t->srq_depth * HDR_STRIDE;
 	t->rx_hdrs = aligned_alloc(4096, (hdrs + 4095) & ~(size_t)4095);
 	t->rx_bufs = calloc(t->srq_depth, sizeof(*t->rx_bufs));
-	t->rx_idle = calloc(t->srq_depth, sizeof(*t->rx_idle));
-	if (t->rx_hdrs == NULL || t->rx_bufs == NULL || t->rx_idle == NULL)
+	t->rx_unposted = calloc(t->srq_depth, sizeof(*t->rx_unposted));
+	if (t->rx_hdrs == NULL || t->rx_bufs == NULL || t->rx_unposted == NULL)
 		return -ENOMEM;
 	t->rx_hdrs_mr = ibv_reg_mr(t->dev.pd, t->rx_hdrs, hdrs, IBV_ACCESS_LOCAL_WRITE);
 	if (t->rx_hdrs_mr == NULL)
@@ -56,36 +56,66 @@ int rdma_small_setup(struct xpi_rdma_tl *t)
 	return 0;
 }
 
-static int post_slot(struct xpi_rdma_tl *t, uint32_t slot)
+/* Posts the entries taken since the last time (t->rx_unposted), in one
+ * call: off the path from a message's arrival to its answer, and with one
+ * lock of the queue for many. Those that cannot be posted stay for the
+ * next try. 0 or the failed call's code. */
+static int post_unposted(struct xpi_rdma_tl *t)
 {
-	struct xp_buf *b = t->rx_bufs[slot];
-	uint32_t lkey;
-	if (!pool_lkey(t, b, &lkey))
-		return -EINVAL;
-	struct ibv_sge sge[2] = {
-		{ (uintptr_t)(t->rx_hdrs + (size_t)slot * HDR_STRIDE), XPI_FRAME_HDR_LEN,
-		  t->rx_hdrs_mr->lkey },
-		{ (uintptr_t)b->data, XPI_RDMA_RX_BUF, lkey },
-	};
-	struct ibv_recv_wr wr = { .wr_id = rdma_wr_id(RDMA_WR_RECV, slot),
-				  .sg_list = sge,
-				  .num_sge = 2 },
-			   *bad;
-	int rc = ibv_post_srq_recv(t->srq, &wr, &bad);
-	if (rc != 0)
-		return xpi_rdma_fail_pos(rc, "giving the shared receive queue an entry",
-					 "ibv_post_srq_recv", t->dev.name, NULL);
+	while (t->nrx_unposted != 0) {
+		struct ibv_recv_wr wr[XPI_RDMA_REPOST_BATCH], *bad = NULL;
+		struct ibv_sge sge[XPI_RDMA_REPOST_BATCH][2];
+		uint32_t n = t->nrx_unposted < XPI_RDMA_REPOST_BATCH ? t->nrx_unposted :
+								       XPI_RDMA_REPOST_BATCH;
+		const uint32_t *slots = t->rx_unposted + t->nrx_unposted - n;
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t slot = slots[i], lkey;
+			struct xp_buf *b = t->rx_bufs[slot];
+			if (!pool_lkey(t, b, &lkey))
+				return -EINVAL;
+			sge[i][0] = (struct ibv_sge){ (uintptr_t)(t->rx_hdrs +
+								  (size_t)slot * HDR_STRIDE),
+						      XPI_FRAME_HDR_LEN, t->rx_hdrs_mr->lkey };
+			sge[i][1] = (struct ibv_sge){ (uintptr_t)b->data, XPI_RDMA_RX_BUF, lkey };
+			wr[i] = (struct ibv_recv_wr){ .wr_id = rdma_wr_id(RDMA_WR_RECV, slot),
+						      .next = i + 1 < n ? &wr[i + 1] : NULL,
+						      .sg_list = sge[i],
+						      .num_sge = 2 };
+		}
+		int rc = ibv_post_srq_recv(t->srq, wr, &bad);
+		/* The ones before @bad are posted; it and those after are not. */
+		uint32_t done = rc == 0 ? n : (uint32_t)(bad - wr);
+		memmove(t->rx_unposted + t->nrx_unposted - n,
+			t->rx_unposted + t->nrx_unposted - n + done, (n - done) * sizeof(uint32_t));
+		t->nrx_unposted -= done;
+		if (rc != 0)
+			return xpi_rdma_fail_pos(rc, "giving the shared receive queue entries",
+						 "ibv_post_srq_recv", t->dev.name, NULL);
+	}
 	return 0;
+}
+
+/* Entry @slot was taken: it goes back with the next batch. The queue is
+ * XPI_RDMA_REPOST_BATCH entries deeper than the windows need, so a batch
+ * waiting never leaves them short. */
+static void taken(struct xpi_rdma_tl *t, uint32_t slot)
+{
+	t->rx_unposted[t->nrx_unposted++] = slot;
+	if (t->nrx_unposted >= XPI_RDMA_REPOST_BATCH)
+		post_unposted(t);
+}
+
+void rdma_small_repost(struct xpi_rdma_tl *t)
+{
+	if (t->nrx_unposted != 0)
+		post_unposted(t);
 }
 
 int rdma_small_fill(struct xpi_rdma_tl *t)
 {
-	for (uint32_t i = 0; i < t->srq_depth; i++) {
-		int rc = post_slot(t, i);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	for (uint32_t i = 0; i < t->srq_depth; i++)
+		t->rx_unposted[t->nrx_unposted++] = t->srq_depth - 1 - i;
+	return post_unposted(t);
 }
 
 void rdma_small_fini(struct xpi_rdma_tl *t)
@@ -99,7 +129,7 @@ void rdma_small_fini(struct xpi_rdma_tl *t)
 		ibv_dereg_mr(t->rx_hdrs_mr);
 	free(t->rx_hdrs);
 	free(t->rx_bufs);
-	free(t->rx_idle);
+	free(t->rx_unposted);
 	for (int p = 0; t->peers != NULL && p < t->ctx->size; p++)
 		free(t->peers[p].fins);
 }
@@ -126,10 +156,13 @@ static int post_frame(struct xpi_rdma_tl *t, int peer, struct xpi_frame *f, cons
 	uint8_t hdr[XPI_FRAME_HDR_LEN];
 	xpi_frame_pack(f, hdr);
 	struct ibv_sge sge[2];
-	struct ibv_send_wr wr = { .wr_id = rdma_wr_id(RDMA_WR_SEND, (uint64_t)peer),
+	/* The ring entry is in the id: a completion retires every send
+	 * before it on the QP too, signalled or not (they complete in order). */
+	uint32_t pos = (p->tx_head + p->tx_count) % XPI_RDMA_TX_RING;
+	struct ibv_send_wr wr = { .wr_id = rdma_wr_id(RDMA_WR_SEND,
+						      (uint64_t)pos << 32 | (uint32_t)peer),
 				  .sg_list = sge,
 				  .opcode = fin ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND,
-				  .send_flags = IBV_SEND_SIGNALED,
 				  .imm_data = htonl(imm) },
 			   *bad;
 	struct xp_buf *b = NULL;
@@ -153,6 +186,11 @@ static int post_frame(struct xpi_rdma_tl *t, int peer, struct xpi_frame *f, cons
 					   lkey };
 		wr.num_sge = 1;
 	}
+	/* Inline sends hold nothing of ours: only one in XPI_RDMA_SIGNAL_EVERY
+	 * asks for a completion (each costs the device a CQE and us a poll). */
+	bool signal = b != NULL || p->tx_unsignaled + 1 >= XPI_RDMA_SIGNAL_EVERY;
+	if (signal)
+		wr.send_flags |= IBV_SEND_SIGNALED;
 	int rc = ibv_post_send(p->qp, &wr, &bad);
 	if (rc != 0) {
 		if (b != NULL)
@@ -160,8 +198,9 @@ static int post_frame(struct xpi_rdma_tl *t, int peer, struct xpi_frame *f, cons
 		return xpi_rdma_fail_pos(rc, "sending a message", "ibv_post_send", t->dev.name,
 					 NULL);
 	}
-	p->tx_ring[(p->tx_head + p->tx_count) % XPI_RDMA_TX_RING] = b;
+	p->tx_ring[pos] = b;
 	p->tx_count++;
+	p->tx_unsignaled = signal ? 0 : p->tx_unsignaled + 1;
 	if (b != NULL)
 		t->st_tx_copied++;
 	else
@@ -395,8 +434,7 @@ void rdma_small_recv_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
 			/* Zero copy: the engine takes this buffer, the entry a
 			 * fresh one. */
 			t->rx_bufs[slot] = fresh;
-			if (post_slot(t, slot) < 0)
-				t->rx_idle[t->nrx_idle++] = slot;
+			taken(t, slot);
 			again = false;
 			t->st_rx_lent++;
 			b->len = f.payload_len;
@@ -409,8 +447,8 @@ void rdma_small_recv_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
 		}
 	}
 repost:
-	if (again && post_slot(t, slot) < 0)
-		t->rx_idle[t->nrx_idle++] = slot;
+	if (again)
+		taken(t, slot);
 }
 
 /* The oldest send's completion came (or never will): its buffer back. */
@@ -426,23 +464,23 @@ static void tx_pop(struct rdma_peer *p)
 
 void rdma_small_send_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
 {
-	uint64_t peer = wc->wr_id & ((1ull << 56) - 1);
-	if (peer >= (uint64_t)t->ctx->size)
+	uint64_t low = wc->wr_id & ((1ull << 56) - 1);
+	uint32_t peer = (uint32_t)low, pos = (uint32_t)(low >> 32);
+	if (peer >= (uint32_t)t->ctx->size)
 		return;
 	struct rdma_peer *p = &t->peers[peer];
-	if (p->tx_count != 0)
+	while (p->tx_count != 0) {
+		uint32_t head = p->tx_head;
 		tx_pop(p);
+		if (head == pos)
+			break;
+	}
 	if (wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR)
 		rdma_peer_failed(t, (int)peer, -EIO, "did not take a message we sent it");
 }
 
 void rdma_small_flush(struct xpi_rdma_tl *t)
 {
-	/* Entries that could not be reposted (a failed post) get another
-	 * try; the window never counts on them, as nothing was promised
-	 * beyond what was posted at setup. */
-	while (t->nrx_idle != 0 && post_slot(t, t->rx_idle[t->nrx_idle - 1]) == 0)
-		t->nrx_idle--;
 	if (t->nfins_total != 0)
 		for (int peer = 0; peer < t->ctx->size; peer++)
 			if (t->peers[peer].nfins != 0 && !t->peers[peer].dead &&

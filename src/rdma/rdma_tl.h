@@ -24,8 +24,8 @@
  * A peer's CREDIT frames in flight number at most two (each reports half
  * a window more than the last, and the peer cannot send more than a
  * window beyond the last report it saw), so an SRQ of
- * npeers * (window + 2) entries, reposted as each is taken, always has
- * room. The eager byte credit of the engine (engine.h) rides along in the
+ * npeers * (window + 2) entries, and XPI_RDMA_REPOST_BATCH more for the
+ * taken ones that wait to be reposted together, always has room. The eager byte credit of the engine (engine.h) rides along in the
  * credit field, as on TCP.
  *
  * Bulk lane (rdma_bulk.c): rendezvous payloads move with one-sided RDMA
@@ -89,6 +89,11 @@ enum { RDMA_W_FREE = 0, RDMA_W_PENDING = 1, RDMA_W_CLAIMED = 2 };
  * above bounds; a shallower queue would fail a receive when a window of
  * more rendezvous messages than it holds matched at once. */
 #define XPI_RDMA_SQ_DEPTH (XPI_RDMA_NWORDS + XPI_RDMA_TX_RING + 8u)
+/* Taken SRQ entries go back this many at a time, or when progress finds
+ * nothing to do: the SRQ is this much deeper than the windows need. */
+#define XPI_RDMA_REPOST_BATCH 16u
+/* One inline send in this many asks for a completion. */
+#define XPI_RDMA_SIGNAL_EVERY 16u
 /* Header and payload sent inline up to this, if the device allows. */
 #define XPI_RDMA_INLINE_WANT 256u
 /* The pool buffers SRQ entries receive payloads into, and so the longest
@@ -133,6 +138,7 @@ struct rdma_peer {
 	 * the pool buffer each was copied into (NULL: sent inline). */
 	struct xp_buf *tx_ring[XPI_RDMA_TX_RING];
 	uint32_t tx_head, tx_count;
+	uint32_t tx_unsignaled; /* sends since the last signalled one */
 	/* FINs waiting for window (immediate values), oldest first. */
 	uint32_t *fins;
 	uint32_t nfins, fins_cap;
@@ -189,8 +195,8 @@ struct xpi_rdma_tl {
 	uint8_t *rx_hdrs;
 	struct ibv_mr *rx_hdrs_mr;
 	struct xp_buf **rx_bufs;
-	uint32_t *rx_idle; /* slots whose repost failed, to try again */
-	uint32_t nrx_idle;
+	uint32_t *rx_unposted; /* slots taken, to go back with the next batch */
+	uint32_t nrx_unposted;
 	uint32_t nfins_total; /* FINs queued, all peers */
 	/* How frames went, for tests and xport-perf: sent inline or copied
 	 * into a pool buffer; eager payloads received lent to the engine
@@ -244,6 +250,8 @@ int rdma_send_fin(struct xpi_rdma_tl *t, int peer, uint32_t idx, bool failed);
 /* A completion of ours: a receive (RDMA_WR_RECV) or a send (RDMA_WR_SEND). */
 void rdma_small_recv_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc);
 void rdma_small_send_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc);
+/* Progress found nothing: taken SRQ entries go back now. */
+void rdma_small_repost(struct xpi_rdma_tl *t);
 /* Each progress: queued FINs and owed credit go out. */
 void rdma_small_flush(struct xpi_rdma_tl *t);
 /* Drops what the small lane holds for @peer (lost). */

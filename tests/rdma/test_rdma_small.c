@@ -146,10 +146,12 @@ static int sizes_body(xp_context_t *ctx)
 			one(ctx, t, from, sizes[i], buf, seed++, false);
 	/* Pooled receives of lent payloads: the engine hands the very
 	 * buffer the device wrote. */
-	for (int from = 0; from < 2; from++) {
-		one(ctx, t, from, 4096, buf, seed++, true);
-		one(ctx, t, from, thr - 1, buf, seed++, true);
-	}
+	/* (Senders alternate, as above: each message is the only one in
+	 * flight while the counts are compared.) */
+	const size_t pooled[] = { 4096, thr - 1 };
+	for (size_t i = 0; i < 2; i++)
+		for (int from = 0; from < 2; from++)
+			one(ctx, t, from, pooled[i], buf, seed++, true);
 	free(buf);
 	return 0;
 }
