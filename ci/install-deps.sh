@@ -17,8 +17,9 @@ build_packages=(
 	liburing-dev
 	# the job key's cryptography
 	libsodium-dev
-	# the RDMA verbs layer, src/rdma (probed by meson.build)
-	libibverbs-dev
+	# the RDMA verbs layer, src/rdma, and its rdma_cm connection setup
+	# (probed by meson.build)
+	libibverbs-dev librdmacm-dev
 )
 test_packages=(
 	# clang builds; the sanitizer runtimes of clang 14 (ASan, UBSan, TSan,

@@ -187,6 +187,10 @@ typedef struct xp_config {
 	 * registration cache keeps pinned (chunks no transfer uses are let go
 	 * least recently used first); XP_RDMA_RCACHE_BYTES; 1 GiB. */
 	size_t rdma_rcache_bytes;
+	/* RDMA queue pairs connected through librdmacm (rdma_cm: addresses,
+	 * routes and the CM handshake, as iWARP requires) instead of from the
+	 * addresses the bootstrap trades; XP_RDMA_CM=off|on; off. */
+	int rdma_cm;
 } xp_config_t;
 
 /** Fills @cfg with defaults and then the XP_* environment. A variable whose

@@ -32,6 +32,7 @@ struct xpi_config {
 	char host_id[64];       /* XP_HOST_ID, "" : unset */
 	char rdma_device[64];   /* XP_RDMA_DEVICE, "" : unset */
 	size_t rdma_rcache_bytes;
+	int rdma_cm; /* XP_RDMA_CM: 1 to connect through rdma_cm */
 	/* What xport-info shows: every setting's value as given and where it
 	 * came from, in the table's order. */
 	xp_config_t given;

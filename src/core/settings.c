@@ -17,6 +17,7 @@ static const char *const hugepage_names[] = { "auto", "off", "on", NULL };
 static const char *const thread_names[] = { "multi", "serialized", NULL };
 static const char *const zc_names[] = { "auto", "off", "on", NULL };
 static const char *const level_names[] = { "none", "error", "warn", "info", "debug", NULL };
+static const char *const off_on_names[] = { "off", "on", NULL };
 /* XP_DEBUG's subsystems; "all" is accepted besides. */
 static const char *const debug_names[] = { "match", "proto", "pool", "transport", "coll", NULL };
 static const char *const allreduce_names[] = {
@@ -73,6 +74,8 @@ static const struct xpi_setting table[] = {
 	{ "XP_RDMA_RCACHE_BYTES", "rdma_rcache_bytes", XPI_SET_SIZE, F(rdma_rcache_bytes), 0,
 	  (long long)XP_MSG_MAX, NULL, NULL,
 	  "rdma: bound on registered memory the cache keeps pinned" },
+	{ "XP_RDMA_CM", "rdma_cm", XPI_SET_ENUM, F(rdma_cm), 0, 0, off_on_names, NULL,
+	  "rdma: connect queue pairs through rdma_cm" },
 };
 
 _Static_assert(XPI_ARRAY_SIZE(table) <= XPI_SETTINGS_MAX, "XPI_SETTINGS_MAX too small");

@@ -43,6 +43,7 @@ struct xpi_rdma_dev {
 	enum ibv_mtu mtu; /* the port's active MTU */
 	uint16_t lid;
 	struct ibv_device_attr attr;
+	bool borrowed; /* ctx is librdmacm's: not ours to close */
 };
 
 /* Room for a failure's text: the step, the call, the device, the error. */
@@ -67,6 +68,9 @@ int xpi_rdma_fail_errno(const char *step, const char *call, const char *dev, cha
  * which) or another negative errno from the failed call.
  */
 int xpi_rdma_dev_open(const char *name, struct xpi_rdma_dev *d, char *why);
+/* The same on a context someone else opened (librdmacm's, whose QPs must
+ * live on its own context), which close leaves open. */
+int xpi_rdma_dev_adopt(struct ibv_context *ctx, struct xpi_rdma_dev *d, char *why);
 void xpi_rdma_dev_close(struct xpi_rdma_dev *d);
 /* This device's part of an address (gid, lid, mtu); qpn and psn are zero. */
 void xpi_rdma_dev_addr(const struct xpi_rdma_dev *d, struct xpi_rdma_addr *a);

@@ -12,6 +12,9 @@
 #include "../core/compiler.h"
 #include "../core/log.h"
 #include "rdma_tl.h"
+#ifdef XPORT_HAVE_RDMACM
+#include "rdma_cm.h"
+#endif
 
 static uint64_t word_of(uint32_t gen, unsigned state)
 {
@@ -505,6 +508,19 @@ void rdma_peer_failed(struct xpi_rdma_tl *t, int peer, int err, const char *why)
 	}
 }
 
+void rdma_qp_destroy(struct xpi_rdma_tl *t, int peer)
+{
+	if (t->peers[peer].qp == NULL)
+		return;
+#ifdef XPORT_HAVE_RDMACM
+	if (t->cm != NULL)
+		xpi_rdma_cm_drop(t->cm, peer);
+	else
+#endif
+		ibv_destroy_qp(t->peers[peer].qp);
+	t->peers[peer].qp = NULL;
+}
+
 static void rdma_destroy(void *tlp)
 {
 	struct xpi_rdma_tl *t = tlp;
@@ -517,10 +533,15 @@ static void rdma_destroy(void *tlp)
 		xpi_request_put(s);
 	}
 	for (int p = 0; t->peers != NULL && p < t->ctx->size; p++) {
-		if (t->peers[p].qp != NULL)
-			ibv_destroy_qp(t->peers[p].qp);
+		rdma_qp_destroy(t, p);
 		rdma_small_drop_tx(t, p);
 	}
+#ifdef XPORT_HAVE_RDMACM
+	if (t->cm != NULL) {
+		xpi_rdma_cm_close(t->cm); /* before the CQ and SRQ its QPs used */
+		free(t->cm);
+	}
+#endif
 	struct xpi_dlink *l;
 	while ((l = xpi_dlist_pop_head(&t->fetches)) != NULL) {
 		struct rdma_fetch *f = xpi_container_of(l, struct rdma_fetch, link);

@@ -56,16 +56,10 @@ static int choose_gid(struct xpi_rdma_dev *d, const struct ibv_port_attr *pa, ch
 	return 0;
 }
 
-/* Opens @dev and takes its first active port. 0, -ENODEV (no active port)
- * or another error; on failure nothing stays open. */
-static int open_one(struct ibv_device *dev, struct xpi_rdma_dev *d, char *why)
+/* Sets @d up on its open context d->ctx: the first active port, its GID,
+ * a protection domain. On failure the context is closed unless borrowed. */
+static int set_up(struct xpi_rdma_dev *d, char *why)
 {
-	memset(d, 0, sizeof(*d));
-	snprintf(d->name, sizeof(d->name), "%s", ibv_get_device_name(dev));
-	d->ctx = ibv_open_device(dev);
-	if (d->ctx == NULL)
-		return xpi_rdma_fail_errno("opening the RDMA device", "ibv_open_device", d->name,
-					   why);
 	int rc = ibv_query_device(d->ctx, &d->attr);
 	if (rc != 0) {
 		rc = xpi_rdma_fail_pos(rc, "querying the RDMA device", "ibv_query_device", d->name,
@@ -104,9 +98,32 @@ static int open_one(struct ibv_device *dev, struct xpi_rdma_dev *d, char *why)
 	}
 	return 0;
 fail:
-	ibv_close_device(d->ctx);
+	if (!d->borrowed)
+		ibv_close_device(d->ctx);
 	d->ctx = NULL;
 	return rc;
+}
+
+/* Opens @dev and takes its first active port. 0, -ENODEV (no active port)
+ * or another error; on failure nothing stays open. */
+static int open_one(struct ibv_device *dev, struct xpi_rdma_dev *d, char *why)
+{
+	memset(d, 0, sizeof(*d));
+	snprintf(d->name, sizeof(d->name), "%s", ibv_get_device_name(dev));
+	d->ctx = ibv_open_device(dev);
+	if (d->ctx == NULL)
+		return xpi_rdma_fail_errno("opening the RDMA device", "ibv_open_device", d->name,
+					   why);
+	return set_up(d, why);
+}
+
+int xpi_rdma_dev_adopt(struct ibv_context *ctx, struct xpi_rdma_dev *d, char *why)
+{
+	memset(d, 0, sizeof(*d));
+	snprintf(d->name, sizeof(d->name), "%s", ibv_get_device_name(ctx->device));
+	d->ctx = ctx;
+	d->borrowed = true;
+	return set_up(d, why);
 }
 
 int xpi_rdma_dev_open(const char *name, struct xpi_rdma_dev *d, char *why)
@@ -139,7 +156,7 @@ void xpi_rdma_dev_close(struct xpi_rdma_dev *d)
 {
 	if (d->pd != NULL)
 		ibv_dealloc_pd(d->pd);
-	if (d->ctx != NULL)
+	if (d->ctx != NULL && !d->borrowed)
 		ibv_close_device(d->ctx);
 	d->pd = NULL;
 	d->ctx = NULL;

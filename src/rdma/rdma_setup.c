@@ -15,6 +15,9 @@
 #include "../job/bootstrap.h"
 #include "../select/card.h"
 #include "rdma_tl.h"
+#ifdef XPORT_HAVE_RDMACM
+#include "rdma_cm.h"
+#endif
 
 /* The device the settings name (XP_RDMA_DEVICE), or NULL: the first with
  * an active port. xport-info's probe has no context: the environment. */
@@ -73,7 +76,10 @@ struct xchg_head {
 	uint8_t gid[16];
 	uint64_t words_addr;
 	uint32_t words_rkey;
-	uint32_t pad3;
+	uint32_t cm_ip;   /* XP_RDMA_CM: the address rdma_cm listens on (0: not used) */
+	uint16_t cm_port; /* and its port; both in network order */
+	uint16_t pad3;
+	uint32_t pad4;
 };
 struct xchg_qp {
 	uint32_t qpn, psn;
@@ -101,7 +107,20 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 {
 	xp_context_t *ctx = t->ctx;
 	char why[XPI_RDMA_WHY_LEN];
-	int rc = xpi_rdma_dev_open(device_wanted(ctx), &t->dev, why);
+	int rc;
+	if (ctx->cfg.rdma_cm) {
+#ifdef XPORT_HAVE_RDMACM
+		t->cm = calloc(1, sizeof(*t->cm));
+		if (t->cm == NULL)
+			return -ENOMEM;
+		rc = xpi_rdma_cm_listen(t->cm, device_wanted(ctx), &t->dev, why);
+#else
+		snprintf(why, sizeof(why), "XP_RDMA_CM=on, but this build has no librdmacm");
+		rc = -ENOTSUP;
+#endif
+	} else {
+		rc = xpi_rdma_dev_open(device_wanted(ctx), &t->dev, why);
+	}
 	if (rc < 0) {
 		warn_once(ctx, why);
 		return rc;
@@ -167,7 +186,8 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 	t->qpns = calloc((size_t)npeers, sizeof(*t->qpns));
 	if (t->qpns == NULL)
 		return -ENOMEM;
-	for (int p = 0; p < ctx->size; p++) {
+	/* Through rdma_cm, the QPs come with the connections (cm_connect). */
+	for (int p = 0; p < ctx->size && t->cm == NULL; p++) {
 		if (p == ctx->rank || !want[p])
 			continue;
 		rc = xpi_rdma_qp_create(&t->dev, t->cq, t->cq, t->srq, &caps, &t->peers[p].qp, &inl,
@@ -176,9 +196,7 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 			return rc;
 		if (inl < t->max_inline)
 			t->max_inline = inl;
-		t->qpns[t->nqpns++] = (struct rdma_qpn){ t->peers[p].qp->qp_num, p };
 	}
-	qsort(t->qpns, (size_t)t->nqpns, sizeof(*t->qpns), qpn_cmp);
 	caps.max_inline = 0;
 	rc = xpi_rdma_qp_create(&t->dev, t->cq, t->cq, NULL, &caps, &t->self_qp, &inl, NULL);
 	if (rc < 0)
@@ -200,8 +218,70 @@ static void fill_head(const struct xpi_rdma_tl *t, uint8_t *blob)
 			       .words_addr = (uint64_t)(uintptr_t)t->words,
 			       .words_rkey = t->words_mr->rkey };
 	memcpy(h.gid, t->dev.gid.raw, 16);
+#ifdef XPORT_HAVE_RDMACM
+	if (t->cm != NULL) {
+		h.cm_ip = t->cm->ip;
+		h.cm_port = t->cm->port;
+	}
+#endif
 	memcpy(blob, &h, sizeof(h));
 }
+
+/* The QP numbers of the peers' QPs, sorted, for receive completions. */
+static void index_qps(struct xpi_rdma_tl *t)
+{
+	t->nqpns = 0;
+	for (int p = 0; p < t->ctx->size; p++)
+		if (t->peers[p].qp != NULL)
+			t->qpns[t->nqpns++] = (struct rdma_qpn){ t->peers[p].qp->qp_num, p };
+	qsort(t->qpns, (size_t)t->nqpns, sizeof(*t->qpns), qpn_cmp);
+}
+
+#ifdef XPORT_HAVE_RDMACM
+/* XP_RDMA_CM: connects through rdma_cm to the peers whose heads (in @all)
+ * say they listen too; a peer whose setting differs is left out, both
+ * sides warned. */
+static int cm_connect(struct xpi_rdma_tl *t, const uint8_t *all, size_t len, const uint8_t *want)
+{
+	xp_context_t *ctx = t->ctx;
+	int size = ctx->size;
+	uint32_t *ips = calloc((size_t)size, sizeof(*ips));
+	uint16_t *ports = calloc((size_t)size, sizeof(*ports));
+	if (ips == NULL || ports == NULL) {
+		free(ips);
+		free(ports);
+		return -ENOMEM;
+	}
+	for (int p = 0; p < size; p++) {
+		struct xchg_head h;
+		memcpy(&h, all + (size_t)p * len, sizeof(h));
+		if (p == ctx->rank || !want[p] || h.ok != 1)
+			continue;
+		if (h.cm_ip == 0)
+			xpi_log(XPI_LOG_WARN,
+				"rank %d: rdma to rank %d: it does not connect through rdma_cm "
+				"(XP_RDMA_CM differs)",
+				ctx->rank, p);
+		ips[p] = h.cm_ip;
+		ports[p] = h.cm_port;
+	}
+	struct xpi_rdma_cm_qp_spec spec = { .pd = t->dev.pd,
+					    .cq = t->cq,
+					    .srq = t->srq,
+					    .max_send_wr = XPI_RDMA_SQ_DEPTH,
+					    .max_inline = XPI_RDMA_INLINE_WANT,
+					    .max_inline_got = &t->max_inline,
+					    .dev_name = t->dev.name };
+	int64_t wait_ms = ctx->cfg.boot_timeout_ms > 0 ? ctx->cfg.boot_timeout_ms : 30000;
+	int rc = xpi_rdma_cm_connect(t->cm, &spec, ctx->rank, size, ips, ports, want,
+				     xpi_now_ns() + wait_ms * 1000000);
+	for (int p = 0; rc == 0 && p < size; p++)
+		t->peers[p].qp = xpi_rdma_cm_qp(t->cm, p);
+	free(ips);
+	free(ports);
+	return rc;
+}
+#endif
 
 /*
  * Collective (backend.h): every rank takes part in both exchanges, with
@@ -236,6 +316,10 @@ static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 	}
 	if (rc == 0)
 		rc = xpi_boot_allgather(boot, mine, len, all);
+#ifdef XPORT_HAVE_RDMACM
+	if (rc == 0 && t != NULL && mine[0] == 1 && t->cm != NULL)
+		rc = cm_connect(t, all, len, want);
+#endif
 	if (rc == 0 && t != NULL && mine[0] == 1) {
 		const struct xchg_qp *qm =
 			(const struct xchg_qp *)(mine + sizeof(struct xchg_head));
@@ -245,6 +329,20 @@ static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 			memcpy(&h, theirs, sizeof(h));
 			if (t->peers[p].qp == NULL || h.ok != 1)
 				continue;
+			if (t->cm != NULL) { /* connected already */
+				t->peers[p].words_addr = h.words_addr;
+				t->peers[p].words_rkey = h.words_rkey;
+				t->peers[p].window = h.window;
+				up[p] = 1;
+				continue;
+			}
+			if (h.cm_ip != 0) {
+				xpi_log(XPI_LOG_WARN,
+					"rank %d: rdma to rank %d: it connects through rdma_cm and "
+					"we do not (XP_RDMA_CM differs)",
+					me, p);
+				continue;
+			}
 			struct xchg_qp q;
 			memcpy(&q, theirs + sizeof(h) + (size_t)me * sizeof(q), sizeof(q));
 			struct xpi_rdma_addr remote = { .qpn = q.qpn,
@@ -273,8 +371,7 @@ static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 		if (t == NULL || t->peers[p].qp == NULL)
 			continue;
 		if (!ok[p]) {
-			ibv_destroy_qp(t->peers[p].qp);
-			t->peers[p].qp = NULL;
+			rdma_qp_destroy(t, p);
 			continue;
 		}
 		t->peers[p].up = true;
@@ -287,6 +384,7 @@ static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 	if (t == NULL)
 		return rc;
 	if (rc == 0 && nok > 0) {
+		index_qps(t);
 		for (uint32_t i = 0; i < XPI_RDMA_NWORDS; i++)
 			t->free_words[i] = XPI_RDMA_NWORDS - 1 - i;
 		t->nfree = XPI_RDMA_NWORDS;

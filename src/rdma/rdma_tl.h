@@ -66,6 +66,8 @@
 #include "rdma.h"
 #include "rdma_rcache.h"
 
+struct xpi_rdma_cm;
+
 /* State words per rank: rendezvous sends offered and not yet finished. */
 #define XPI_RDMA_NWORDS 1024u
 /* A word: generation << 2 | state. */
@@ -179,6 +181,7 @@ struct xpi_rdma_tl {
 	bool cq_armed; /* notification requested for the sleep */
 	struct rdma_peer *peers;
 	struct ibv_qp *self_qp; /* connected to itself: the sender's own atomics */
+	struct xpi_rdma_cm *cm; /* XP_RDMA_CM: the connections' (rdma_cm.h), or NULL */
 	uint32_t max_inline;    /* what the device granted our QPs */
 	uint32_t window;        /* XPI_RDMA_WINDOW, or less with many peers */
 	/* QP numbers of the peers' QPs, sorted, for receive completions. */
@@ -232,6 +235,8 @@ extern const struct xpi_tl_ops xpi_rdma_ops;
 /* rdma_bulk.c, for the small lane's RTS: offers sreq->buf (rndv_offer). */
 int rdma_rndv_offer(void *tl, int peer, xp_request_t *sreq, const struct xpi_reg *reg,
 		    struct xpi_rndv_desc *desc);
+/* rdma_bulk.c: destroys @peer's QP (ours, or rdma_cm's with its id). */
+void rdma_qp_destroy(struct xpi_rdma_tl *t, int peer);
 /* rdma_bulk.c: undoes an offer whose announcement could not be sent. */
 void rdma_rndv_unoffer(struct xpi_rdma_tl *t, xp_request_t *sreq);
 /* rdma_bulk.c: a FIN with immediate value @imm came from @peer. */

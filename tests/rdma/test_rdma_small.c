@@ -22,6 +22,9 @@
  *                          order, intact; and rank 0's device sent no RNR
  *                          NAK meanwhile (its hw_counters): the window kept
  *                          the shared receive queue from running dry
+ *   test_rdma_small cm     XP_RDMA_CM=on: the queue pairs connected through
+ *                          rdma_cm (each rank listening on the device's
+ *                          address), then what sizes checks, over them
  *   test_rdma_small dead   rank 1 vanishes (no goodbye) while rank 0
  *                          streams eager messages and then a 64 MiB
  *                          rendezvous to it: rank 0's send fails naming
@@ -129,6 +132,10 @@ static int sizes_body(xp_context_t *ctx)
 {
 	int me = xp_rank(ctx);
 	struct xpi_rdma_tl *t = rdma_of(ctx, 1 - me);
+	bool want_cm = getenv("XP_RDMA_CM") != NULL && strcmp(getenv("XP_RDMA_CM"), "on") == 0;
+	if ((t->cm != NULL) != want_cm)
+		T_FAIL("rank %d: connected %s rdma_cm, XP_RDMA_CM=%s", me,
+		       t->cm != NULL ? "through" : "without", want_cm ? "on" : "off");
 	size_t inl = t->max_inline > XPI_FRAME_HDR_LEN ? t->max_inline - XPI_FRAME_HDR_LEN : 0;
 	size_t emax = xpi_rdma_ops.eager_max, thr = xpi_rdma_ops.rndv_threshold;
 	fprintf(stderr, "   rank %d: inline payloads to %zu B, rendezvous from %zu B, window %u\n",
@@ -273,7 +280,7 @@ static int dead_body(xp_context_t *ctx)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s sizes|storm|dead\n", argv[0]);
+		fprintf(stderr, "usage: %s sizes|cm|storm|dead\n", argv[0]);
 		return 2;
 	}
 	if (getenv("XP_LAB") == NULL && access("/sys/class/infiniband", F_OK) != 0) {
@@ -282,10 +289,14 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "sizes") == 0)
 		return tl_job_run("rdma,tcp", 2, sizes_body, 280);
+	if (strcmp(argv[1], "cm") == 0) {
+		setenv("XP_RDMA_CM", "on", 1);
+		return tl_job_run("rdma,tcp", 2, sizes_body, 280);
+	}
 	if (strcmp(argv[1], "storm") == 0)
 		return tl_job_run("rdma,tcp", 4, storm_body, 300);
 	if (strcmp(argv[1], "dead") == 0)
 		return tl_job_run("rdma,tcp", 2, dead_body, 120);
-	fprintf(stderr, "usage: %s sizes|storm|dead\n", argv[0]);
+	fprintf(stderr, "usage: %s sizes|cm|storm|dead\n", argv[0]);
 	return 2;
 }
