@@ -7,7 +7,7 @@
 #         test (ci/install-test.sh) on the same build
 #   asan  clang, ASan + UBSan
 #   tsan  clang, TSan
-#   fuzz  ci/fuzz.sh: each libFuzzer target for 60 s ($FUZZ_SECONDS) on top
+#   fuzz  ci/fuzz.sh: each libFuzzer target for 30 s ($FUZZ_SECONDS) on top
 #         of its corpus, each target counted as one test
 # and, first, ci/lint.sh (layering rule and formatting), counted as one test.
 #
