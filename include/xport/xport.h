@@ -456,6 +456,26 @@ void xp_buf_release(xp_buf_t *buf);
  * Returns 0, -EINVAL, -ENOMEM, or a backend's code.
  */
 int xp_mem_register(xp_context_t *ctx, void *addr, size_t len, xp_mem_t **mem);
+
+/**
+ * Registers @len bytes of a dmabuf from @offset in it: @fd is the dmabuf's
+ * file descriptor, from its exporter (a GPU driver, vgem, udmabuf). Sends
+ * and receives then name this memory by the addresses [@addr, @addr +
+ * @len): the device's address of the memory (as NCCL and libfabric's
+ * FI_MR_DMABUF take it) or a mapping of it. Backends that reach memory
+ * by DMA (RDMA: `ibv_reg_dmabuf_mr`) register the dmabuf itself, which
+ * needs no CPU mapping and pins nothing through the page tables; the
+ * others move data through the CPU at @addr, which must then be a mapping
+ * the CPU can read and write (device-only memory is not yet supported on
+ * them). @fd is duplicated: close yours when you like. Deregister before
+ * the exporter frees the memory.
+ * Returns 0, -EBADF, -EINVAL (a range past the dmabuf's end), -ENOMEM, or
+ * a backend's code: -EOPNOTSUPP where a device cannot register dmabufs
+ * (soft-RoCE cannot; the error names the device), and nothing is left
+ * registered.
+ */
+int xp_mem_register_dmabuf(xp_context_t *ctx, int fd, uint64_t offset, size_t len, void *addr,
+			   xp_mem_t **mem);
 void xp_mem_deregister(xp_mem_t *mem);
 
 /* ------------------------------------------------------------------------- */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "compiler.h"
@@ -945,7 +946,7 @@ void xpi_engine_fail_request(xp_context_t *ctx, xp_request_t *r, int peer)
 int xpi_reg_catch_up(xp_context_t *ctx, struct xpi_reg *g)
 {
 	for (int i = g->nregistered; i < ctx->ntls; i++) {
-		int rc = ctx->tls[i].ops->mem_reg(ctx->tls[i].tl, g->addr, g->len, &g->handles[i]);
+		int rc = xpi_reg_with_tl(ctx, i, g);
 		if (rc < 0)
 			return rc;
 		g->nregistered = i + 1;
@@ -970,6 +971,9 @@ void xpi_reg_release(xp_context_t *ctx, struct xpi_reg *g)
 	for (int i = 0; i < g->nregistered; i++)
 		ctx->tls[i].ops->mem_dereg(ctx->tls[i].tl, g->handles[i]);
 	g->nregistered = 0;
+	if (g->dmabuf_fd >= 0) /* no transport will be added any more */
+		close(g->dmabuf_fd);
+	g->dmabuf_fd = -1;
 }
 
 static void exec_mem_del(xp_context_t *ctx, struct xpi_reg *g)

@@ -168,6 +168,11 @@ struct xpi_reg {
 	xp_context_t *ctx;
 	uint8_t *addr;
 	size_t len;
+	/* A dmabuf's registration (xp_mem_register_dmabuf): our duplicate of
+	 * the program's fd, kept for transports added later, and the offset
+	 * of the range in it. -1 for ordinary memory. */
+	int dmabuf_fd;
+	uint64_t dmabuf_offset;
 	void *handles[XPI_MAX_TL];
 };
 
@@ -513,6 +518,9 @@ static inline uint64_t xpi_eager_cost(uint64_t len)
 /* --- user registrations (reg.c; owner) --- */
 int xpi_reg_insert(xp_context_t *ctx, struct xpi_reg *g);
 void xpi_reg_remove(xp_context_t *ctx, struct xpi_reg *g);
+/* Registers @g with transport slot @i: by its dmabuf fd where @g is a
+ * dmabuf and the transport takes them, else by its address range. */
+int xpi_reg_with_tl(xp_context_t *ctx, int i, struct xpi_reg *g);
 /* Registers with the transports @g has not seen yet. 0 or <0. */
 int xpi_reg_catch_up(xp_context_t *ctx, struct xpi_reg *g);
 /* Takes @g out of the index and deregisters it from every transport. */

@@ -95,3 +95,12 @@ const struct xpi_reg *xpi_reg_find(const xp_context_t *ctx, const void *buf, siz
 	}
 	return NULL;
 }
+
+int xpi_reg_with_tl(xp_context_t *ctx, int i, struct xpi_reg *g)
+{
+	const struct xpi_tl_ops *ops = ctx->tls[i].ops;
+	if (g->dmabuf_fd >= 0 && ops->mem_reg_dmabuf != NULL)
+		return ops->mem_reg_dmabuf(ctx->tls[i].tl, g->dmabuf_fd, g->dmabuf_offset, g->addr,
+					   g->len, &g->handles[i]);
+	return ops->mem_reg(ctx->tls[i].tl, g->addr, g->len, &g->handles[i]);
+}

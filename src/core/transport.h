@@ -89,7 +89,18 @@ struct xpi_tl_ops {
 	 * engine. Returns 0, or a negative code with nothing registered.
 	 */
 	int (*mem_reg)(void *tl, void *addr, size_t len, void **handle);
-	/* Undoes mem_reg. Any thread; may block; cannot fail. */
+	/*
+	 * The same for @len bytes of a dmabuf from @offset in @fd, which
+	 * sends and receives name by the addresses [addr, addr+len) (the
+	 * device's address of the memory, or the program's mapping of it).
+	 * The transport may not keep @fd (the core closes it) but may keep
+	 * the dmabuf (a memory region holds a reference). NULL for a
+	 * transport that moves data through the CPU: it then gets mem_reg
+	 * for the mapping at @addr.
+	 */
+	int (*mem_reg_dmabuf)(void *tl, int fd, uint64_t offset, void *addr, size_t len,
+			      void **handle);
+	/* Undoes mem_reg and mem_reg_dmabuf. Any thread; may block; cannot fail. */
 	void (*mem_dereg)(void *tl, void *handle);
 
 	/*

@@ -49,6 +49,25 @@ static int rdma_mem_reg(void *tlp, void *addr, size_t len, void **handle)
 	return 0;
 }
 
+/* A dmabuf, by its fd: the device reaches the memory through the exporter,
+ * with no CPU mapping. A driver without dmabuf support (rxe among them)
+ * answers EOPNOTSUPP, which the program gets, naming the device. */
+static int rdma_mem_reg_dmabuf(void *tlp, int fd, uint64_t offset, void *addr, size_t len,
+			       void **handle)
+{
+	struct xpi_rdma_tl *t = tlp;
+	struct rdma_region *r;
+	int rc = xpi_rcache_region_dmabuf(&t->rcache, fd, offset, addr, len, &r);
+	if (rc < 0) {
+		char step[64];
+		snprintf(step, sizeof(step), "rank %d: registering a dmabuf", t->ctx->rank);
+		errno = -rc;
+		return xpi_rdma_fail_errno(step, "ibv_reg_dmabuf_mr", t->dev.name, NULL);
+	}
+	*handle = r;
+	return 0;
+}
+
 static void rdma_mem_dereg(void *tlp, void *handle)
 {
 	struct xpi_rdma_tl *t = tlp;
@@ -593,6 +612,7 @@ const struct xpi_tl_ops xpi_rdma_ops = {
 	.rndv_threshold = 8192,
 	.eager_max = XPI_RDMA_RX_BUF - 56, /* the header shares the send buffer */
 	.mem_reg = rdma_mem_reg,
+	.mem_reg_dmabuf = rdma_mem_reg_dmabuf,
 	.mem_dereg = rdma_mem_dereg,
 	.send_eager = rdma_send_eager,
 	.send_rts = rdma_send_rts,

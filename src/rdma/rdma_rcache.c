@@ -85,6 +85,26 @@ int xpi_rcache_region_new(struct rdma_rcache *rc, void *addr, size_t len, bool w
 	return 0;
 }
 
+int xpi_rcache_region_dmabuf(struct rdma_rcache *rc, int fd, uint64_t offset, void *addr,
+			     size_t len, struct rdma_region **out)
+{
+	struct rdma_region *r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return -ENOMEM;
+	r->start = (uintptr_t)addr;
+	r->end = r->start + len;
+	/* Its I/O virtual address is the program's name for the memory, so
+	 * work requests and peers use the addresses sends and receives give. */
+	r->mr = ibv_reg_dmabuf_mr(rc->pd, offset, len, (uint64_t)(uintptr_t)addr, fd, ACCESS);
+	if (r->mr == NULL) {
+		int err = errno > 0 ? -errno : -EIO;
+		free(r);
+		return err;
+	}
+	*out = r;
+	return 0;
+}
+
 void xpi_rcache_region_free(struct rdma_rcache *rc, struct rdma_region *r)
 {
 	if (r->mr != NULL)

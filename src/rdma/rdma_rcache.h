@@ -75,6 +75,11 @@ void xpi_rcache_fini(struct rdma_rcache *rc);
  * @whole. 0 or a negative errno. */
 int xpi_rcache_region_new(struct rdma_rcache *rc, void *addr, size_t len, bool whole,
 			  struct rdma_region **out);
+/* mem_reg_dmabuf: a region for @len bytes of the dmabuf @fd from @offset,
+ * named by [addr, addr + len), registered whole at once (a dmabuf pins
+ * through its exporter, not in chunks). 0 or a negative errno. */
+int xpi_rcache_region_dmabuf(struct rdma_rcache *rc, int fd, uint64_t offset, void *addr,
+			     size_t len, struct rdma_region **out);
 /* mem_dereg: drops the region and every chunk of it (those in use when
  * their transfer gives them back). */
 void xpi_rcache_region_free(struct rdma_rcache *rc, struct rdma_region *r);

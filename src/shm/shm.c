@@ -270,6 +270,8 @@ static int fetch_direct(struct xpi_shm *s, int src, uint32_t idx, uint32_t gen, 
 		}
 		done += (size_t)n;
 	}
+	if (rc == -EFAULT)
+		return rc; /* still claimed: the caller has it streamed instead */
 	atomic_store_explicit(state, gen << 2 | RNDV_DONE, memory_order_release);
 	atomic_fetch_add_explicit(&s->mine->rings[src].events, 1, memory_order_release);
 	notify(p);
@@ -323,11 +325,24 @@ static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 	}
 	if (p->dead)
 		return -ECONNRESET;
-	if (p->cma && msg->len >= s->cma_min)
-		return fetch_direct(s, src, (uint32_t)w, (uint32_t)(w >> 32), dst, cap);
+	/* Cross-memory attach pins the sender's pages, which memory mapped
+	 * with VM_PFNMAP (a dmabuf's, a device's) refuses although the CPU can
+	 * read it: such a payload, still claimed, comes through the chunks. */
+	bool claimed = false;
+	if (p->cma && msg->len >= s->cma_min) {
+		int rc = fetch_direct(s, src, (uint32_t)w, (uint32_t)(w >> 32), dst, cap);
+		if (rc != -EFAULT)
+			return rc;
+		claimed = true;
+	}
 	struct shm_rx *x = malloc(sizeof(*x));
-	if (x == NULL)
+	if (x == NULL) {
+		if (claimed) /* the sender must not wait for it for ever */
+			atomic_store_explicit(&p->seg->rndv[(uint32_t)w].state,
+					      (uint32_t)(w >> 32) << 2 | RNDV_DONE,
+					      memory_order_release);
 		return -ENOMEM;
+	}
 	*x = (struct shm_rx){ .rreq = rreq,
 			      .dst = dst,
 			      .cap = cap,
@@ -340,7 +355,7 @@ static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 	}
 	/* Claimed now; said here, not through the engine, if it is already
 	 * done or withdrawn (rndv_fetch never completes its own receive). */
-	int rc = claim(s, src, x);
+	int rc = claimed ? 1 : claim(s, src, x);
 	if (rc != 1) {
 		free(x);
 		return rc;

@@ -130,6 +130,10 @@ struct tcp_conn {
 	 * send starts without waiting for it. */
 	bool zc;
 	int bulk_zc_slot; /* the slot of the send in flight, or -1 */
+	/* The payload being sent cannot be pinned (a VM_PFNMAP mapping, as
+	 * a dmabuf's or a device's): plain sends, which copy, for the rest
+	 * of it. */
+	bool bulk_tx_nozc;
 	xp_request_t *zc_slot[XPI_TCP_ZC_SLOTS];
 	/* The frame header a zero-copy send in that slot carries: the kernel
 	 * reads it from here, like the payload from the user's pages, until

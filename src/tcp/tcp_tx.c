@@ -173,7 +173,7 @@ void tcp_bulk_start(struct tcp_conn *c)
 	struct io_uring_sqe *sqe = tcp_sqe(c->tcp);
 	if (sqe == NULL)
 		return;
-	int slot = c->zc && len - off >= XPI_TCP_ZC_MIN ? zc_slot_free(c) : -1;
+	int slot = c->zc && !c->bulk_tx_nozc && len - off >= XPI_TCP_ZC_MIN ? zc_slot_free(c) : -1;
 	/* A plain send has copied its bytes when it completes; a zero-copy
 	 * one reads them until its notification: its header gets a copy of
 	 * its own, alive as long as the slot. */
@@ -280,8 +280,20 @@ void tcp_bulk_sent(struct tcp_conn *c, int res)
 		tcp_bulk_start(c);
 		return;
 	}
+	if (res == -EFAULT && c->bulk_zc_slot >= 0) {
+		/* Zero copy pins the pages, which memory mapped with VM_PFNMAP
+		 * (a dmabuf's, a device's) refuses although the CPU can read
+		 * it: nothing went out, so send the rest by copying. */
+		c->bulk_tx_nozc = true;
+		tcp_bulk_start(c);
+		return;
+	}
 	if (res < 0) {
-		tcp_conn_fail(c, res, "broke its bulk connection");
+		tcp_conn_fail(
+			c, res,
+			res == -EFAULT ?
+				"lost its bulk connection: a payload for it could not be read (EFAULT)" :
+				"broke its bulk connection");
 		return;
 	}
 	xp_request_t *s = xpi_container_of(c->bulk_tx.next, xp_request_t, tl_link);
@@ -291,6 +303,7 @@ void tcp_bulk_sent(struct tcp_conn *c, int res)
 	if (c->bulk_tx_off >= total) {
 		xpi_dlist_remove(&s->tl_link);
 		c->bulk_tx_off = 0;
+		c->bulk_tx_nozc = false;
 		if (s->tl_pending != 0) {
 			/* Zero-copy: the kernel still holds the user's pages. */
 			xpi_dlist_push_tail(&c->zc_wait, &s->tl_link);

@@ -18,7 +18,8 @@
 # them that hold this tree, the cache or the working directory are instead
 # the host's, shared writable), `ulimit -l unlimited`,
 # the device rxe0 on netdev rdmanet0 (10.77.0.1/24, which exists only in the
-# VM) with its IPv4-mapped GID in place, XP_LAB=1, and the XP_*, UCX_*,
+# VM) with its IPv4-mapped GID in place, vgem (/dev/dri/card0: a dmabuf
+# exporter for the dmabuf registration tests), XP_LAB=1, and the XP_*, UCX_*,
 # ASAN_*, UBSAN_*, TSAN_* and MESON_* variables of the caller.
 #
 # Exit status: CMD's; 77 (skip) with the reason when QEMU, busybox or the
@@ -102,7 +103,7 @@ if [ ! -f "$kdir/vmlinux" ]; then
 fi
 
 # --- the initramfs: busybox, the modules in load order, /init ---
-mods=(virtio_pci virtio_net 9pnet_virtio 9p dummy crc32_generic crc32c_generic ib_uverbs rdma_ucm rdma_rxe)
+mods=(virtio_pci virtio_net 9pnet_virtio 9p dummy crc32_generic crc32c_generic ib_uverbs rdma_ucm rdma_rxe vgem)
 stamp=$(cat "${BASH_SOURCE[0]}" "$busybox" | sha256sum | cut -c1-16)
 initrd=$cache/initrd-$kver-$stamp.cpio.gz
 if [ ! -f "$initrd" ]; then
