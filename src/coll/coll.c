@@ -56,17 +56,20 @@ static void block_of(size_t count, int p, int b, size_t *first, size_t *len)
 }
 
 /*
- * A ring's blocks move in segments (xpi_coll_segment_bytes), each
- * its own step: while one segment is reduced, the next is already on its
- * way (its step is posted before the reduction, into the other of two
- * scratch segments), and what is reduced is still in cache. A block of
- * one segment gets no overlap: its next step would send what the
- * reduction writes.
+ * A ring's blocks move in segments (xpi_coll_segment_bytes), each its own
+ * pipelined step (sched.h): up to a window of them in flight at once, so
+ * one segment's handshake and transfer overlap the others' and the
+ * reductions, which find what they reduce still in cache. A segment waits
+ * only for what it depends on: the reduction of the segment it sends (the
+ * previous ring step's), and its scratch segment's previous user, one of
+ * RING_TMP used in turn.
  */
+#define RING_TMP 4
+
 struct ring_pipe {
-	size_t seg;      /* elements of a segment (the last of a block may be shorter) */
-	unsigned nseg;   /* segments of the longest block */
-	uint8_t *tmp[2]; /* scratch segments, used in turn */
+	size_t seg;             /* elements of a segment (the last of a block may be shorter) */
+	unsigned nseg;          /* segments of the longest block */
+	uint8_t *tmp[RING_TMP]; /* scratch segments, used in turn */
 	unsigned turn;
 };
 
@@ -86,9 +89,14 @@ static int ring_pipe_init(struct xpi_sched *s, struct ring_pipe *rp, size_t maxl
 	rp->nseg = (unsigned)nseg;
 	rp->seg = (maxlen + nseg - 1) / nseg;
 	rp->turn = 0;
-	rp->tmp[0] = xpi_sched_scratch(s, rp->seg * elem);
-	rp->tmp[1] = nseg > 1 ? xpi_sched_scratch(s, rp->seg * elem) : rp->tmp[0];
-	return rp->tmp[0] != NULL && rp->tmp[1] != NULL ? 0 : -ENOMEM;
+	unsigned ntmp = nseg < RING_TMP ? (unsigned)nseg : RING_TMP;
+	size_t bytes = (rp->seg * elem + 63) & ~(size_t)63;
+	uint8_t *all = xpi_sched_scratch(s, bytes * ntmp);
+	if (all == NULL)
+		return -ENOMEM;
+	for (unsigned i = 0; i < RING_TMP; i++)
+		rp->tmp[i] = all + bytes * (i % ntmp);
+	return 0;
 }
 
 /* Segment @j of a block of @len elements: its offset and length. */
@@ -129,11 +137,10 @@ static int ring_step(struct xpi_sched *s, struct ring_pipe *rp, unsigned k, int 
 		} else if (rc == 0 && reduce && rn > 0) {
 			xpi_sched_combine(s, b->base + (rfirst + rat) * elem, rbuf, rn);
 		}
-		if (rc == 0 && reduce && rn > 0) {
-			if (rp->nseg > 1)
-				xpi_sched_early_next(s);
-			rp->turn ^= 1;
-		}
+		if (rc == 0)
+			xpi_sched_pipelined(s);
+		if (rc == 0 && reduce && rn > 0)
+			rp->turn = (rp->turn + 1) % RING_TMP;
 	}
 	return rc;
 }

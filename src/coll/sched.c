@@ -173,9 +173,9 @@ void xpi_sched_combine3(struct xpi_sched *s, void *out, const void *one, const v
 	s->steps[s->nsteps - 1].one = one;
 }
 
-void xpi_sched_early_next(struct xpi_sched *s)
+void xpi_sched_pipelined(struct xpi_sched *s)
 {
-	s->steps[s->nsteps - 1].early_next = true;
+	s->steps[s->nsteps - 1].pipelined = true;
 }
 
 void xpi_sched_free(struct xpi_sched *s)
@@ -221,17 +221,24 @@ static int lost_member(const struct xpi_sched *s, char *why, size_t n, bool *lef
 	return -1;
 }
 
+/* The requests of posted step @i. */
+static xp_request_t **slot_reqs(const struct xpi_sched *s, unsigned i)
+{
+	return s->reqs + (i % s->window) * s->stride;
+}
+
 /* Ends the schedule: its outstanding ops cancelled and waited for (their
  * buffers are the schedule's), the finish run if all went well, the
  * request completed. */
 static void conclude(struct xpi_sched *s, int rc, const char *detail)
 {
-	for (unsigned i = 0; s->posted && i < s->steps[s->cur].nops; i++)
-		if (s->reqs[i] != NULL)
-			xp_cancel(s->reqs[i]);
-	if (s->posted)
-		(void)xp_waitall(s->steps[s->cur].nops, s->reqs, XP_TIMEOUT_DEFAULT, NULL);
-	s->posted = false;
+	for (unsigned i = s->cur; i < s->cur + s->nposted; i++)
+		for (unsigned k = 0; k < s->steps[i].nops; k++)
+			if (slot_reqs(s, i)[k] != NULL)
+				xp_cancel(slot_reqs(s, i)[k]);
+	for (unsigned i = s->cur; i < s->cur + s->nposted; i++)
+		(void)xp_waitall(s->steps[i].nops, slot_reqs(s, i), XP_TIMEOUT_DEFAULT, NULL);
+	s->nposted = 0;
 	if (rc == 0 && s->finish != NULL)
 		s->finish(s);
 	if (s->cleanup != NULL)
@@ -268,45 +275,122 @@ static void fail(struct xpi_sched *s, int rc, const char *fmt, ...)
 	conclude(s, rc, text);
 }
 
-static int post_step(struct xpi_sched *s)
+/* Sizes the request slots from the widest step: a window of pipelined
+ * steps if there are any and every step is narrow, else one step. */
+static int size_slots(struct xpi_sched *s)
 {
-	const struct xpi_sched_step *st = &s->steps[s->cur];
-	uint64_t tag = s->tag_base | st->tag;
-	unsigned sts_cap = s->reqs_cap;
-	if (grow((void **)&s->sts, &sts_cap, st->nops, sizeof(*s->sts), s->sts_inline) < 0 ||
-	    grow((void **)&s->reqs, &s->reqs_cap, st->nops, sizeof(*s->reqs), s->reqs_inline) < 0)
+	unsigned widest = 1;
+	bool pipelined = false;
+	for (unsigned i = 0; i < s->nsteps; i++) {
+		widest = s->steps[i].nops > widest ? s->steps[i].nops : widest;
+		pipelined |= s->steps[i].pipelined;
+	}
+	s->stride = widest;
+	s->window = pipelined && widest <= XPI_SCHED_WINDOW_OPS ? XPI_SCHED_WINDOW : 1;
+	unsigned need = s->window * s->stride, sts_cap = s->reqs_cap;
+	if (grow((void **)&s->sts, &sts_cap, need, sizeof(*s->sts), s->sts_inline) < 0 ||
+	    grow((void **)&s->reqs, &s->reqs_cap, need, sizeof(*s->reqs), s->reqs_inline) < 0)
 		return xpi_fail(-ENOMEM, "no memory for its requests");
-	s->pending = 0;
+	return 0;
+}
+
+/* Posts step @i, the next after those posted. */
+static int post_step(struct xpi_sched *s, unsigned i)
+{
+	const struct xpi_sched_step *st = &s->steps[i];
+	uint64_t tag = s->tag_base | st->tag;
+	unsigned slot = i % s->window;
+	xp_request_t **reqs = slot_reqs(s, i);
+	s->pending[slot] = 0;
+	s->nposted++; /* what did get posted is cancelled if the rest fails */
 	int rc = 0;
-	for (unsigned i = 0; i < st->nops; i++) {
-		const struct xpi_sched_op *op = &s->ops[st->first + i];
-		s->reqs[i] = NULL;
+	for (unsigned k = 0; k < st->nops; k++) {
+		const struct xpi_sched_op *op = &s->ops[st->first + k];
+		reqs[k] = NULL;
 		if (rc == 0)
 			rc = op->send ? xpi_coll_isend(s->comm, op->buf, op->len, op->peer, tag,
-						       &s->reqs[i]) :
+						       &reqs[k]) :
 					xpi_coll_irecv(s->comm, op->buf, op->len, op->peer, tag,
-						       &s->reqs[i]);
-		s->pending += s->reqs[i] != NULL;
+						       &reqs[k]);
+		s->pending[slot] += reqs[k] != NULL;
 	}
-	s->posted = true;
 	return rc;
 }
 
-/* Finishes the ops of the current step that are done. 0, or a failure. */
-static int collect(struct xpi_sched *s, char *why, size_t n)
+static bool overlap(const void *a, size_t an, const void *b, size_t bn)
 {
-	const struct xpi_sched_step *st = &s->steps[s->cur];
-	for (unsigned i = 0; i < st->nops; i++) {
-		if (s->reqs[i] == NULL || !xpi_request_done(s->reqs[i]))
+	const uint8_t *x = a, *y = b;
+	return an != 0 && bn != 0 && x < y + bn && y < x + an;
+}
+
+/* Whether step @b may be in flight beside @a, earlier and not yet done
+ * (its messages, then its reduction): @b reads nothing @a writes and
+ * writes nothing @a reads or writes. @b's own reduction runs after @a's. */
+static bool independent(const struct xpi_sched *s, const struct xpi_sched_step *a,
+			const struct xpi_sched_step *b)
+{
+	size_t red = a->count * s->how.elem;
+	for (unsigned j = 0; j < b->nops; j++) {
+		const struct xpi_sched_op *y = &s->ops[b->first + j];
+		for (unsigned i = 0; i < a->nops; i++) {
+			const struct xpi_sched_op *x = &s->ops[a->first + i];
+			if ((!x->send || !y->send) && overlap(x->buf, x->len, y->buf, y->len))
+				return false;
+		}
+		if (overlap(a->acc, red, y->buf, y->len))
+			return false;
+		if (!y->send && (overlap(a->in, red, y->buf, y->len) ||
+				 (a->one != NULL && overlap(a->one, red, y->buf, y->len))))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Posts the pipelined steps that follow those posted, while the window has
+ * room and each is independent of every step before it not yet done, and
+ * of @reducing (the step whose reduction is about to run) if set. Stops
+ * at the first that is not. 0, or the failure (@failed: that step).
+ */
+static int post_ahead(struct xpi_sched *s, const struct xpi_sched_step *reducing, unsigned *failed)
+{
+	while (s->nposted < s->window) {
+		unsigned c = s->cur + s->nposted;
+		if (c >= s->nsteps)
+			return 0;
+		const struct xpi_sched_step *b = &s->steps[c];
+		if (!b->pipelined || b->poll != NULL ||
+		    (reducing != NULL && !independent(s, reducing, b)))
+			return 0;
+		for (unsigned a = s->cur; a < c; a++)
+			if (s->steps[a].poll != NULL || !independent(s, &s->steps[a], b))
+				return 0;
+		int rc = post_step(s, c);
+		if (rc < 0) {
+			*failed = c;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Finishes the ops of posted step @i that are done. 0, or a failure. */
+static int collect(struct xpi_sched *s, unsigned i, char *why, size_t n)
+{
+	const struct xpi_sched_step *st = &s->steps[i];
+	xp_request_t **reqs = slot_reqs(s, i);
+	xp_status_t *sts = s->sts + (i % s->window) * s->stride;
+	for (unsigned k = 0; k < st->nops; k++) {
+		if (reqs[k] == NULL || !xpi_request_done(reqs[k]))
 			continue;
-		const struct xpi_sched_op *op = &s->ops[st->first + i];
-		int rc = xp_wait(&s->reqs[i], 0, &s->sts[i]);
-		s->pending--;
-		if (rc == -EMSGSIZE || (rc == 0 && !op->send && s->sts[i].length != op->len)) {
+		const struct xpi_sched_op *op = &s->ops[st->first + k];
+		int rc = xp_wait(&reqs[k], 0, &sts[k]);
+		s->pending[i % s->window]--;
+		if (rc == -EMSGSIZE || (rc == 0 && !op->send && sts[k].length != op->len)) {
 			snprintf(why, n,
 				 "rank %d sent %zu bytes where %zu were expected (step %u): the "
 				 "members disagree on the count, the type or the root",
-				 op->peer, s->sts[i].length, op->len, st->tag);
+				 op->peer, sts[k].length, op->len, st->tag);
 			return -EINVAL;
 		}
 		if (rc < 0) {
@@ -319,37 +403,50 @@ static int collect(struct xpi_sched *s, char *why, size_t n)
 	return 0;
 }
 
+/* Fails @s for step @i that could not be posted; false then. */
+static bool posted_or_fail(struct xpi_sched *s, int rc, unsigned i)
+{
+	if (rc < 0)
+		fail(s, rc, "posting step %u: %s", s->steps[i].tag, xp_error_detail());
+	return rc >= 0;
+}
+
 /* Runs @s as far as it goes without blocking. */
 static void advance(struct xpi_sched *s)
 {
 	char why[512];
+	if (!s->done && s->stride == 0 && size_slots(s) < 0) {
+		fail(s, -ENOMEM, "%s", xp_error_detail());
+		return;
+	}
 	while (!s->done) {
-		if (!s->posted) {
+		unsigned failed = s->cur;
+		if (s->nposted == 0) {
 			if (s->cur == s->nsteps) {
 				conclude(s, 0, "");
 				return;
 			}
-			int rc = post_step(s);
-			if (rc < 0) {
-				fail(s, rc, "posting step %u: %s", s->steps[s->cur].tag,
-				     xp_error_detail());
+			if (!posted_or_fail(s, post_step(s, s->cur), s->cur))
 				return;
-			}
 		}
+		if (!posted_or_fail(s, post_ahead(s, NULL, &failed), failed))
+			return;
 		const struct xpi_sched_step *cur = &s->steps[s->cur];
-		int rc;
+		unsigned slot = s->cur % s->window;
+		int rc = 0;
 		if (cur->poll != NULL) {
 			/* Polled first: progress only while it waits (for the rank's
 			 * messages, and word of lost members). */
 			rc = cur->poll(s, why, sizeof(why));
-			s->pending = rc == 0; /* waiting, as for a message */
+			s->pending[slot] = rc == 0; /* waiting, as for a message */
 			if (rc == 0)
 				xp_progress(s->comm->ctx);
 			if (rc > 0)
 				rc = 0;
 		} else {
 			xp_progress(s->comm->ctx);
-			rc = collect(s, why, sizeof(why));
+			for (unsigned i = s->cur; rc == 0 && i < s->cur + s->nposted; i++)
+				rc = collect(s, i, why, sizeof(why));
 		}
 		if (rc < 0) {
 			/* A step that failed because some member died: name that one
@@ -367,7 +464,7 @@ static void advance(struct xpi_sched *s)
 				fail(s, rc, "%s", why);
 			return;
 		}
-		if (s->pending > 0) {
+		if (s->pending[slot] > 0) {
 			char lost_why[128];
 			bool left = false;
 			int lost = lost_member(s, lost_why, sizeof(lost_why), &left);
@@ -393,19 +490,16 @@ static void advance(struct xpi_sched *s)
 			return;
 		}
 		const struct xpi_sched_step *st = &s->steps[s->cur];
-		s->posted = false;
 		s->cur++;
-		if (st->count > 0 && st->early_next && s->cur < s->nsteps) {
-			rc = post_step(s);
-			if (rc < 0) {
-				fail(s, rc, "posting step %u: %s", s->steps[s->cur].tag,
-				     xp_error_detail());
-				return;
-			}
-		}
-		if (st->count > 0 && st->one != NULL)
+		s->nposted--;
+		if (st->count == 0)
+			continue;
+		/* What can move meanwhile is posted before the reduction runs. */
+		if (!posted_or_fail(s, post_ahead(s, st, &failed), failed))
+			return;
+		if (st->one != NULL)
 			s->how.fn3(st->acc, st->one, st->in, st->count, &s->how);
-		else if (st->count > 0)
+		else
 			s->how.fn(st->acc, st->in, st->count, &s->how);
 	}
 }

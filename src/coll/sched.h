@@ -67,10 +67,13 @@ struct xpi_sched_step {
 	const void *one;      /* or, if set, acc = one (op) in */
 	const void *in;
 	size_t count;
-	/* The next step is posted before this one's reduction runs, so that
-	 * its messages move while this one reduces: it must not read what
-	 * the reduction writes (a pipeline's next segment). */
-	bool early_next;
+	/* May be posted while earlier steps are still in flight (their
+	 * messages moving, their reductions not yet run), as soon as none of
+	 * them writes what this one reads or touches what it writes: a
+	 * pipeline's segments, whose handshakes and transfers then overlap.
+	 * Steps without it wait for every earlier one (a barrier's rounds
+	 * depend on each other through no buffer). */
+	bool pipelined;
 	/* A step of no messages that polls instead (shared memory): 1 when
 	 * done, 0 while it waits (the runner then looks for lost members and
 	 * the deadline, and comes back), or a failure described in @why. */
@@ -78,6 +81,10 @@ struct xpi_sched_step {
 };
 
 #define XPI_SCHED_SCRATCH 8
+/* Pipelined steps in flight at most, when no step has more than
+ * XPI_SCHED_WINDOW_OPS ops (wider schedules run one step at a time). */
+#define XPI_SCHED_WINDOW 8
+#define XPI_SCHED_WINDOW_OPS 4
 /* Room in the schedule itself, so that a small collective allocates
  * nothing (a freed schedule is kept per thread for the next call). */
 #define XPI_SCHED_INLINE_STEPS 8
@@ -100,12 +107,16 @@ struct xpi_sched {
 	const int *group;
 	int gsize, grank;
 	unsigned step_base;
-	/* Running. */
-	unsigned cur;        /* the step in flight, or nsteps */
-	bool posted;         /* its ops are posted */
-	xp_request_t **reqs; /* [ops of the widest step] */
-	xp_status_t *sts;    /* their statuses */
-	unsigned pending, reqs_cap;
+	/* Running: steps cur .. cur + nposted - 1 are posted, cur the oldest
+	 * not done (nsteps when all are). A posted step's requests are in
+	 * slot (step % window), stride entries from slot x stride. */
+	unsigned cur;
+	unsigned nposted;
+	unsigned window, stride;
+	xp_request_t **reqs;
+	xp_status_t *sts;                   /* their statuses */
+	unsigned pending[XPI_SCHED_WINDOW]; /* requests not done, per slot */
+	unsigned reqs_cap;
 	int rc;               /* the first failure */
 	int64_t left_seen_ns; /* when only members that finalized were lost */
 	_Atomic int busy;     /* a thread is running it */
@@ -166,9 +177,8 @@ int xpi_sched_poll_step(struct xpi_sched *s, unsigned step,
 void xpi_sched_combine(struct xpi_sched *s, void *acc, const void *in, size_t count);
 void xpi_sched_combine3(struct xpi_sched *s, void *out, const void *one, const void *in,
 			size_t count);
-/* Lets the next step start before the last one's reduction (the
- * builder's promise that it does not depend on it). */
-void xpi_sched_early_next(struct xpi_sched *s);
+/* Marks the last step pipelined (struct xpi_sched_step). */
+void xpi_sched_pipelined(struct xpi_sched *s);
 /* @bytes of scratch freed with the schedule, or NULL (detail set). */
 void *xpi_sched_scratch(struct xpi_sched *s, size_t bytes);
 
