@@ -19,6 +19,12 @@
  *                 both its receive and the sender's send fail, each naming
  *                 the other rank, the tag and the operation; the next
  *                 message on that pair goes through.
+ *  - sockbuf:     XP_TCP_SOCKBUF=1m: both bulk sockets' send and receive
+ *                 buffers are 1 MiB (the kernel reports twice that), the
+ *                 control sockets' are left to autotuning, and a 4 MiB
+ *                 message goes through intact;
+ *  - sockbuf-auto: no setting: the bulk sockets get 4 MiB where the host's
+ *                 net.core.rmem_max and wmem_max allow it, else autotuning.
  * Usage: test_tcp_limits SECTION
  *
  * Linked with -Wl,--wrap=malloc: the wrapper fails one allocation of a
@@ -414,6 +420,79 @@ static int fetch_body(int rank, void *arg)
 	return 0;
 }
 
+/* sockbuf, sockbuf-auto: the buffers of each socket to the peer, against
+ * what the setting asks for (@want bytes, 0: autotuning), then one message. */
+static int sockbuf_check(int rank, size_t want)
+{
+	xp_context_t *ctx = t_start_rank(rank);
+	struct tcp_conn *c = &tcp_of(ctx)->conns[1 - rank];
+	int got[2][2]; /* [ctl, bulk][snd, rcv] */
+	for (int ch = 0; ch < 2; ch++)
+		for (int k = 0; k < 2; k++) {
+			socklen_t n = sizeof(got[ch][k]);
+			T_OK(getsockopt(ch == 0 ? c->fd_ctl : c->fd_bulk, SOL_SOCKET,
+					k == 0 ? SO_SNDBUF : SO_RCVBUF, &got[ch][k], &n));
+		}
+	fprintf(stderr, "   rank %d: ctl %d/%d, bulk %d/%d bytes (send/receive), want %zu\n", rank,
+		got[0][0], got[0][1], got[1][0], got[1][1], want);
+	/* The kernel doubles what it is given, for its own overhead. */
+	for (int k = 0; k < 2; k++) {
+		if (want != 0)
+			T_EQ(got[1][k], 2 * (long long)want);
+		else
+			T_CHECK(got[1][k] != 2 * (int)XPI_TCP_SOCKBUF_AUTO);
+		T_CHECK(got[0][k] != 2 * (int)XPI_TCP_SOCKBUF_AUTO);
+	}
+	size_t len = 4u << 20;
+	uint8_t *buf = malloc(len);
+	T_CHECK(buf != NULL);
+	xp_comm_t *w = xp_comm_world(ctx);
+	if (rank == 0) {
+		fill(buf, len, 9);
+		T_OK(xp_send(w, buf, len, 1, 9));
+	} else {
+		xp_status_t st;
+		T_OK(xp_recv(w, buf, len, 0, 9, XP_TAG_EXACT, &st));
+		T_EQ(st.length, len);
+		T_CHECK(check(buf, len, 9) == 0);
+	}
+	free(buf);
+	xp_finalize(ctx);
+	return 0;
+}
+
+static void sockbuf_env(int rank, void *arg)
+{
+	(void)rank;
+	(void)arg;
+	setenv("XP_TCP_SOCKBUF", "1m", 1);
+}
+
+static int sockbuf_body(int rank, void *arg)
+{
+	(void)arg;
+	return sockbuf_check(rank, 1u << 20);
+}
+
+static long long proc_value(const char *path)
+{
+	long long v = -1;
+	FILE *f = fopen(path, "r");
+	if (f != NULL && fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	if (f != NULL)
+		fclose(f);
+	return v;
+}
+
+static int sockbuf_auto_body(int rank, void *arg)
+{
+	(void)arg;
+	bool room = proc_value("/proc/sys/net/core/rmem_max") >= XPI_TCP_SOCKBUF_AUTO &&
+		    proc_value("/proc/sys/net/core/wmem_max") >= XPI_TCP_SOCKBUF_AUTO;
+	return sockbuf_check(rank, room ? XPI_TCP_SOCKBUF_AUTO : 0);
+}
+
 /* ------------------------------------------------------------------------- */
 
 static const struct section {
@@ -421,9 +500,13 @@ static const struct section {
 	int (*body)(int rank, void *arg);
 	void (*env)(int rank, void *arg);
 } sections[] = {
-	{ "zc-burst", zc_body, zc_env },     { "eager-max", eager_body, eager_env },
-	{ "unexp-small", unexp_body, NULL }, { "held-bufs", held_body, NULL },
+	{ "zc-burst", zc_body, zc_env },
+	{ "eager-max", eager_body, eager_env },
+	{ "unexp-small", unexp_body, NULL },
+	{ "held-bufs", held_body, NULL },
 	{ "fetch-fail", fetch_body, NULL },
+	{ "sockbuf", sockbuf_body, sockbuf_env },
+	{ "sockbuf-auto", sockbuf_auto_body, NULL },
 };
 
 static const struct section *section; /* the one running */

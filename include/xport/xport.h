@@ -191,6 +191,11 @@ typedef struct xp_config {
 	 * routes and the CM handshake, as iWARP requires) instead of from the
 	 * addresses the bootstrap trades; XP_RDMA_CM=off|on; off. */
 	int rdma_cm;
+	/* Send and receive buffer of each TCP bulk (rendezvous payload)
+	 * socket; XP_TCP_SOCKBUF (a size, or "off": the kernel's autotuning);
+	 * 0 (default): 4 MiB where net.core.rmem_max and wmem_max allow it,
+	 * else autotuning. SIZE_MAX: off. */
+	size_t tcp_sockbuf;
 } xp_config_t;
 
 /** Fills @cfg with defaults and then the XP_* environment. A variable whose

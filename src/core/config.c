@@ -102,6 +102,7 @@ int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
 	copy_text(out->rdma_device, sizeof(out->rdma_device), cfg.rdma_device);
 	out->rdma_rcache_bytes = cfg.rdma_rcache_bytes;
 	out->rdma_cm = cfg.rdma_cm;
+	out->tcp_sockbuf = cfg.tcp_sockbuf;
 	/* The strings of the given config need not outlive this call. */
 	out->given = cfg;
 	out->given.job_key = out->has_job_key ? out->job_key : NULL;

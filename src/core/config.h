@@ -32,7 +32,8 @@ struct xpi_config {
 	char host_id[64];       /* XP_HOST_ID, "" : unset */
 	char rdma_device[64];   /* XP_RDMA_DEVICE, "" : unset */
 	size_t rdma_rcache_bytes;
-	int rdma_cm; /* XP_RDMA_CM: 1 to connect through rdma_cm */
+	int rdma_cm;        /* XP_RDMA_CM: 1 to connect through rdma_cm */
+	size_t tcp_sockbuf; /* XP_TCP_SOCKBUF: 0 auto, SIZE_MAX off */
 	/* What xport-info shows: every setting's value as given and where it
 	 * came from, in the table's order. */
 	xp_config_t given;

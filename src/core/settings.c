@@ -76,6 +76,8 @@ static const struct xpi_setting table[] = {
 	  "rdma: bound on registered memory the cache keeps pinned" },
 	{ "XP_RDMA_CM", "rdma_cm", XPI_SET_ENUM, F(rdma_cm), 0, 0, off_on_names, NULL,
 	  "rdma: connect queue pairs through rdma_cm" },
+	{ "XP_TCP_SOCKBUF", "tcp_sockbuf", XPI_SET_SIZE, F(tcp_sockbuf), 0, 1ll << 30, NULL, "off",
+	  "tcp: buffer sizes of bulk sockets (0: 4 MiB if the host allows it)" },
 };
 
 _Static_assert(XPI_ARRAY_SIZE(table) <= XPI_SETTINGS_MAX, "XPI_SETTINGS_MAX too small");

@@ -81,6 +81,8 @@ enum tcp_op {
 /* Below this a zero-copy send costs more (page pinning, notification) than
  * the copy it saves, even on NICs where it pays for large payloads. */
 #define XPI_TCP_ZC_MIN (64u << 10)
+/* Bulk sockets' buffer size where the host allows it (tcp_setup.c). */
+#define XPI_TCP_SOCKBUF_AUTO (4u << 20)
 
 /* A rendezvous payload the receiver expects on the bulk channel. */
 struct tcp_bulk_rx {
