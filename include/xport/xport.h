@@ -178,7 +178,7 @@ typedef struct xp_config {
 	/* Bytes of each segment a collective's pipeline moves at a time (as
 	 * NCCL's chunks): a ring's block goes in segments, each reduced while
 	 * the next is on its way; XP_COLL_SEGMENT; 0 (default): chosen from the
-	 * links' latency and bandwidth (64 KiB to 1 MiB). */
+	 * links' latency and bandwidth (16 times a step's fixed cost, 64 KiB to 1 MiB). */
 	size_t coll_segment;
 	/* The RDMA device to use (as UCX_NET_DEVICES names one), e.g. "mlx5_0"
 	 * or "rxe0"; XP_RDMA_DEVICE; NULL: the first with an active port. */

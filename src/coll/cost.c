@@ -166,15 +166,17 @@ static void learn(xp_comm_t *comm)
 }
 
 /*
- * A segment moves 64 times what a step's fixed cost (its own and the
- * link's latency) would move in the same time: about 880 KB over shm's
- * declared figures, 1.5 MB over TCP's; never below 64 KiB nor above 1 MiB.
- * A rendezvous message's real fixed cost is a round trip or two more than
- * the declared latency: with 16 times (380 KB over TCP), 1 MiB vectors
- * over TCP at 2 ranks took 440 us against 280-310 us unsegmented, while
- * 16 MiB ones gain from 1 MiB segments (11.2 ms, against 17.3 ms in
- * 4 MiB ones); interleaved runs, medians of 5. XP_COLL_SEGMENT, if set,
- * wins.
+ * A segment moves 16 times what a step's fixed cost (its own and the
+ * link's latency) would move in the same time: about 220 KB over shm's
+ * declared figures, 384 KB over TCP's, 640 KB over RDMA's; never below
+ * 64 KiB nor above 1 MiB. Since a ring keeps a window of segments in
+ * flight (coll.c), their fixed costs overlap and smaller segments pay:
+ * between two ranks over TCP (busbw GB/s, medians of 4 interleaved runs,
+ * 1/2/4/8/16 MiB vectors) 1 MiB segments gave 5.1 2.2 2.5 2.2 2.1,
+ * 384 KiB ones 4.4 5.3 4.8 4.4 3.9, 64 KiB ones 2.6 2.6 2.5 2.2 2.1.
+ * Some counts of segments still run at the slow pace (2.2-2.6 at 3, 6
+ * and 12 MiB with 384 KiB segments; not understood yet). XP_COLL_SEGMENT,
+ * if set, wins.
  */
 size_t xpi_coll_segment_bytes(xp_comm_t *comm)
 {
@@ -183,7 +185,7 @@ size_t xpi_coll_segment_bytes(xp_comm_t *comm)
 	if (!comm->cost_known)
 		learn(comm);
 	double fixed_ns = STEP_NS + (double)comm->lat_all;
-	double bytes = 64.0 * fixed_ns * (double)comm->bw_all / 1000.0; /* bw: 10^6 B/s */
+	double bytes = 16.0 * fixed_ns * (double)comm->bw_all / 1000.0; /* bw: 10^6 B/s */
 	if (bytes < 64.0 * 1024)
 		return 64 * 1024;
 	if (bytes > 1024.0 * 1024)
