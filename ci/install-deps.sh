@@ -20,6 +20,8 @@ build_packages=(
 	# the RDMA verbs layer, src/rdma, and its rdma_cm connection setup
 	# (probed by meson.build)
 	libibverbs-dev librdmacm-dev
+	# the DPDK port layer, src/dpdk (probed by meson.build)
+	libdpdk-dev
 )
 test_packages=(
 	# clang builds; the sanitizer runtimes of clang 14 (ASan, UBSan, TSan,
@@ -46,6 +48,8 @@ test_packages=(
 	qemu-system-x86 busybox-static cpio kmod xz-utils ibverbs-providers
 	# perf/compare-rdma.sh: perftest's ib_send_lat and ib_read_bw
 	perftest
+	# tests/dpdk/netns.sh: the kernel side's veth without checksum offload
+	ethtool
 )
 
 case ${1:-} in

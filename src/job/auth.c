@@ -10,6 +10,7 @@
 #include <sodium.h>
 
 #include "auth.h"
+#include "../core/be.h"
 #include "../core/engine.h"
 #include "../core/log.h"
 #include "sock.h"
@@ -28,28 +29,6 @@ static const char key_context[] = "xport-job-key-v2";
 _Static_assert(sizeof(key_context) - 1 >= crypto_generichash_KEYBYTES_MIN &&
 		       sizeof(key_context) - 1 <= crypto_generichash_KEYBYTES_MAX,
 	       "the context is a valid BLAKE2b key length");
-
-static void put_be16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static uint16_t get_be16(const uint8_t *p)
-{
-	return (uint16_t)((p[0] << 8) | p[1]);
-}
-
-static uint32_t get_be32(const uint8_t *p)
-{
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
 
 void xpi_auth_hello_write(const struct xpi_auth_hello *h, uint8_t buf[XPI_AUTH_HELLO_LEN])
 {

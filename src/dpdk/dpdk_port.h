@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One DPDK port speaking UDP/IPv4 for xport: the EAL (once per process),
+ * the port's queues and buffers, ARP (answered, and resolved with a table
+ * of neighbours, optionally static), and datagrams in and out through the
+ * pure frame functions of udp_wire.h. The reliable transport is built on
+ * it. This header includes no DPDK header: only dpdk_port.c is compiled
+ * with DPDK's flags.
+ *
+ * Threads: a port is used by one thread at a time (the rank's owner).
+ */
+#ifndef XPI_DPDK_PORT_H
+#define XPI_DPDK_PORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "udp_wire.h"
+
+struct xpi_dpdk_port;
+
+struct xpi_dpdk_conf {
+	/* EAL arguments, as XP_DPDK_EAL gives them ("-l 0 --no-pci
+	 * --vdev=net_memif0,..."), split at spaces; NULL or "": none (the
+	 * application initialised the EAL, or the defaults). If the EAL is
+	 * already up (the application's, or an earlier port's) it is used as
+	 * it is and these are ignored. */
+	const char *eal;
+	uint16_t port_id; /* the DPDK port */
+	uint32_t ip;      /* our IPv4 address, host order */
+	uint16_t udp_port;
+	/* Static neighbours, "10.0.0.2=02:00:00:00:00:02,..." (NULL: none):
+	 * never asked for by ARP. */
+	const char *neighbours;
+};
+
+struct xpi_dpdk_stats {
+	uint64_t rx_frames, rx_dgrams, rx_bad, rx_other, tx_frames, tx_full;
+	uint64_t arp_answered, arp_asked, arp_learned;
+	const char *rx_bad_why; /* the last refusal */
+};
+
+/*
+ * Opens the port: the EAL first if nobody has (rte_eal_init with @c->eal),
+ * then one receive and one transmit queue, a pool of packet buffers, and
+ * starts it. 0, or a negative errno with @why (@n bytes) saying which step
+ * failed: -EINVAL (arguments, a neighbour table that does not parse),
+ * -ENODEV (no such port: a vdev that did not probe), -ENOMEM, or the
+ * EAL's or the driver's code.
+ */
+int xpi_dpdk_port_open(const struct xpi_dpdk_conf *c, struct xpi_dpdk_port **out, char *why,
+		       size_t n);
+/*
+ * Stops and closes the port. The last port closed of an EAL this layer
+ * initialised cleans the EAL up and removes its runtime directory
+ * (/var/run/dpdk/<file-prefix>), so nothing of ours stays behind; an
+ * application's EAL is left as it was. NULL is harmless.
+ */
+void xpi_dpdk_port_close(struct xpi_dpdk_port *p);
+
+void xpi_dpdk_port_mac(const struct xpi_dpdk_port *p, uint8_t mac[6]);
+
+/*
+ * Sends @h and @len bytes of @payload to @ip:@port. 0; -EAGAIN if the
+ * neighbour's address is not known yet (an ARP request went out, at most
+ * one per 100 ms per address) or the transmit ring is full; -EMSGSIZE.
+ */
+int xpi_dpdk_send(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
+		  const struct xpi_dgram_hdr *h, const void *payload, size_t len);
+
+/*
+ * Receives what has arrived: answers ARP requests for our address, learns
+ * neighbours from ARP, counts and drops what does not parse (the reason in
+ * the stats), and hands each of our datagrams to @fn, whose frame (and
+ * payload) is valid only during the call. Returns how many went to @fn.
+ */
+int xpi_dpdk_poll(struct xpi_dpdk_port *p, uint32_t nranks,
+		  void (*fn)(void *arg, const struct xpi_rx_frame *f), void *arg);
+
+void xpi_dpdk_stats(const struct xpi_dpdk_port *p, struct xpi_dpdk_stats *st);
+
+/* The EAL's runtime directory (/var/run/dpdk/<prefix>), "" if no EAL. */
+const char *xpi_dpdk_runtime_dir(void);
+
+#endif

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# A DPDK port and a kernel UDP socket on the two ends of a veth pair, each
+# in a network namespace of its own that this script creates and removes:
+# the DPDK side (net_af_packet on its veth, no kernel address) resolves the
+# kernel's address by ARP and answers the kernel's ARP, and the two
+# exchange datagrams with xport's header both ways (test_dpdk_port echo and
+# kernel). The kernel checks our IPv4 and UDP checksums: any it refuses
+# show in its Udp InCsumErrors, which must stay 0.
+#
+#   tests/dpdk/netns.sh TEST_DPDK_PORT [COUNT]
+#
+# Exit: 0 passed, 1 failed, 77 skipped (not root, no ip or ethtool, or the
+# kernel refuses namespaces or veth pairs), with the reason.
+set -u
+bin=$1
+count=${2:-200}
+skip() { echo "SKIP: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "network namespaces need root"
+for t in ip ethtool; do
+	command -v $t >/dev/null || skip "$t not found (Debian: apt-get install iproute2 ethtool)"
+done
+a=xpdA$$ b=xpdB$$ va=xpda$$ vb=xpdb$$
+cleanup() {
+	ip netns del "$a" 2>/dev/null
+	ip netns del "$b" 2>/dev/null
+	rm -rf "/var/run/dpdk/xptest-ns-$$" # if the DPDK side failed before its cleanup
+}
+trap cleanup EXIT
+ip netns add "$a" 2>/dev/null && ip netns add "$b" 2>/dev/null ||
+	skip "cannot create network namespaces"
+ip link add "$va" type veth peer name "$vb" 2>/dev/null || skip "cannot create a veth pair"
+ip link set "$va" netns "$a" && ip link set "$vb" netns "$b" || exit 1
+for ns in "$a" "$b"; do # no IPv6 chatter (router solicitations) on the wire
+	ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+	ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1
+	ip -n "$ns" link set lo up
+done
+ip -n "$a" link set "$va" up
+ip -n "$b" addr add 10.79.0.2/24 dev "$vb"
+ip -n "$b" link set "$vb" up
+# A kernel socket sending over veth leaves the UDP checksum for an offload
+# that af_packet never does (../shared/lab/DPDK.md): finish it in software.
+ip netns exec "$b" ethtool -K "$vb" tx off >/dev/null || exit 1
+
+# The kernel side first; it says "ready" once bound.
+exec 3< <(ip netns exec "$b" "$bin" kernel 10.79.0.2 5000 10.79.0.1 4791 "$count")
+kpid=$!
+read -r -t 20 line <&3
+[ "${line:-}" = ready ] || { echo "the kernel side did not start"; exit 1; }
+eal="-l 0 --no-pci --no-huge -m 64 --file-prefix=xptest-ns-$$ --vdev=net_af_packet0,iface=$va --no-telemetry --log-level=lib.eal:error"
+echo "DPDK side: $bin echo \"$eal\" 10.79.0.1 4791 10.79.0.2 5000 $count"
+ip netns exec "$a" "$bin" echo "$eal" 10.79.0.1 4791 10.79.0.2 5000 "$count"
+rc=$?
+cat <&3
+wait "$kpid"
+krc=$?
+errors=$(ip netns exec "$b" awk '$1 == "Udp:" { if (!n++) { for (i = 2; i <= NF; i++) h[i] = $i }
+	else for (i = 2; i <= NF; i++) if (h[i] == "InCsumErrors") print $i }' /proc/net/snmp)
+echo "kernel side: exit $krc, Udp InCsumErrors ${errors:-?}"
+[ "$rc" = 0 ] && [ "$krc" = 0 ] && [ "${errors:-x}" = 0 ]
