@@ -187,6 +187,14 @@ void xpi_dgram_hdr_pack(const struct xpi_dgram_hdr *h, uint8_t d[XPI_DGRAM_HDR_L
 	put_be32(d + 44, 0);
 }
 
+bool xpi_dgram_hdr_same(const struct xpi_dgram_hdr *a, const struct xpi_dgram_hdr *b)
+{
+	return a->type == b->type && a->flags == b->flags && a->src_rank == b->src_rank &&
+	       a->dst_rank == b->dst_rank && a->epoch == b->epoch && a->psn == b->psn &&
+	       a->ack == b->ack && a->sack == b->sack && a->credit == b->credit &&
+	       a->msg_len == b->msg_len && a->frag_off == b->frag_off;
+}
+
 int xpi_dgram_build(uint8_t *buf, size_t cap, const struct xpi_udp_addr *src,
 		    const struct xpi_udp_addr *dst, uint16_t ip_id, const struct xpi_dgram_hdr *h,
 		    const void *payload, size_t payload_len)

@@ -112,6 +112,10 @@ void xpi_dgram_hdr_pack(const struct xpi_dgram_hdr *h, uint8_t out[XPI_DGRAM_HDR
 int xpi_dgram_hdr_parse(const uint8_t *p, size_t n, uint32_t nranks, struct xpi_dgram_hdr *h,
 			const char **why);
 
+/* Whether two headers say the same, field by field (the struct has
+ * padding, which memcmp would compare too). */
+bool xpi_dgram_hdr_same(const struct xpi_dgram_hdr *a, const struct xpi_dgram_hdr *b);
+
 /*
  * Writes an Ethernet/IPv4/UDP frame from @src to @dst carrying our header
  * @h and @payload_len bytes of @payload into @buf (room for @cap bytes),
