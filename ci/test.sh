@@ -127,6 +127,14 @@ run_config() {
 		envs=("${tsan_env[@]}")
 		# TSan slows code 5-15x, and more on two cores under contention.
 		test_args+=(--timeout-multiplier 4)
+		# Not dpdk_port_memif: DPDK's memif driver and EAL share state
+		# between the caller's thread and DPDK's eal-intr-thread under
+		# DPDK's own spinlocks, which uninstrumented DPDK hides from TSan
+		# (reported: memif's close against recvmsg on its socket,
+		# rte_intr_callback_unregister against _register, intr instance
+		# copies). The other dpdk tests run under TSan; memif runs in
+		# the gcc and ASan builds.
+		test_args+=(--no-suite dpdk_memif)
 		;;
 	esac
 	if [[ $cfg != gcc ]]; then
