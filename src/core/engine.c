@@ -25,11 +25,28 @@ enum take_result {
 };
 
 static void run_cmd(xp_context_t *ctx, struct xpi_cmd *cmd);
-static void flush_reposts(xp_context_t *ctx);
+static void flush_reposts_slow(xp_context_t *ctx);
 static void set_cancel_detail(xp_context_t *ctx, xp_request_t *r, int reason);
 static void fail_wildcard(xp_context_t *ctx, xp_request_t *r);
 
-static int drain_cmdq(xp_context_t *ctx)
+/* The checks below run on every call and every round of a waiter: inline
+ * and first, so that the common case (nothing queued, nothing to repost,
+ * no send waiting for room) costs a few loads and no call. */
+
+/* What xpi_mpsc_pop looks at first: nothing was pushed since the last pop. */
+static inline bool cmdq_empty(xp_context_t *ctx)
+{
+	return ctx->cmdq.head == &ctx->cmdq.stub &&
+	       atomic_load_explicit(&ctx->cmdq.stub.next, memory_order_acquire) == NULL;
+}
+
+static inline void flush_reposts(xp_context_t *ctx)
+{
+	if (xpi_unlikely(!xpi_dlist_empty(&ctx->reposts)))
+		flush_reposts_slow(ctx);
+}
+
+static int drain_cmdq_slow(xp_context_t *ctx)
 {
 	int n = 0;
 	struct xpi_qnode *node;
@@ -40,10 +57,16 @@ static int drain_cmdq(xp_context_t *ctx)
 	return n;
 }
 
+static inline int drain_cmdq(xp_context_t *ctx)
+{
+	return cmdq_empty(ctx) ? 0 : drain_cmdq_slow(ctx);
+}
+
 int xpi_engine_run(xp_context_t *ctx)
 {
 	int n = drain_cmdq(ctx);
-	n += xpi_engine_retry_pending(ctx);
+	if (ctx->npending != 0)
+		n += xpi_engine_retry_pending(ctx);
 	for (int i = 0; i < ctx->ntls; i++)
 		n += ctx->tls[i].ops->progress(ctx->tls[i].tl);
 	if (xpi_unlikely(ctx->ntimers != 0))
@@ -114,6 +137,8 @@ void xpi_engine_submit(xp_context_t *ctx, struct xpi_cmd *cmd)
 		drain_cmdq(ctx);
 		if (xpi_unlikely(!ctx->serialized && xpi_mpsc_maybe_nonempty(&ctx->cmdq)))
 			xpi_mpsc_push(&ctx->cmdq, &cmd->node);
+		else if (xpi_likely(cmd->type == XPI_CMD_POST))
+			xpi_engine_exec_post(ctx, xpi_container_of(cmd, xp_request_t, post_cmd));
 		else
 			run_cmd(ctx, cmd);
 		flush_reposts(ctx);
@@ -345,13 +370,12 @@ static enum take_result take_message(xp_context_t *ctx, xp_request_t *r, struct 
 			pb = m->buf; /* zero copy: the sender filled our pool's buffer */
 			pb->len = m->len;
 		} else if (m->len != 0) {
-			memcpy(pb->data, src, m->len);
+			xpi_copy(pb->data, src, m->len);
 		}
 		r->status.buf = pb;
 	} else {
 		size_t n = m->len < r->len ? m->len : r->len;
-		if (n != 0)
-			memcpy(r->buf, src, n);
+		xpi_copy(r->buf, src, n);
 		if (m->kind == XPI_MSG_BUF)
 			xpi_buf_put(m->buf);
 	}
@@ -555,7 +579,7 @@ static void exec_recv(xp_context_t *ctx, xp_request_t *r)
 /* Puts back the receives whose message was withdrawn (xpi_engine_rndv_done).
  * One that was cancelled meanwhile ends now: its cancel found it away
  * and left it, and a cancel is asked for only once. */
-static void flush_reposts(xp_context_t *ctx)
+static void flush_reposts_slow(xp_context_t *ctx)
 {
 	struct xpi_dlink *l;
 	while ((l = xpi_dlist_pop_head(&ctx->reposts)) != NULL) {

@@ -19,6 +19,7 @@
 
 #include "xport/xport.h"
 #include "clock.h"
+#include "compiler.h"
 #include "config.h"
 #include "dlist.h"
 #include "match.h"
@@ -435,12 +436,85 @@ static inline int64_t xpi_timer_next(const xp_context_t *ctx)
 int xpi_timers_run(xp_context_t *ctx, int64_t now_ns);
 
 /* --- requests --- */
-xp_request_t *xpi_request_new(xp_context_t *ctx, uint8_t op);
+/*
+ * Requests come from a small per-thread cache (request.c): an operation is
+ * allocated and freed on the program's thread, often the same one. The
+ * cache's common cases are inline here, because a small message's whole
+ * path costs a few hundred instructions and two calls per request were a
+ * noticeable part of them.
+ */
+struct xpi_request_cache {
+	xp_request_t *head;
+	int count;
+	bool registered; /* for release at thread exit */
+};
+#define XPI_REQUEST_CACHE_MAX 64
+/* initial-exec: a shared library's TLS otherwise costs a call to
+ * __tls_get_addr on every access. */
+extern _Thread_local struct xpi_request_cache xpi_request_cache
+	__attribute__((tls_model("initial-exec")));
+xp_request_t *xpi_request_alloc_slow(void);
+void xpi_request_free_slow(xp_request_t *r);
+
+static inline xp_request_t *xpi_request_new(xp_context_t *ctx, uint8_t op)
+{
+	struct xpi_request_cache *c = &xpi_request_cache;
+	xp_request_t *r = c->head;
+	if (xpi_likely(r != NULL)) {
+		c->head = *(xp_request_t **)r;
+		c->count--;
+	} else if ((r = xpi_request_alloc_slow()) == NULL) {
+		return NULL;
+	}
+	/* Field by field rather than a memset of the whole request: the
+	 * callers set the operation's own fields, and posted.key, posted.seq
+	 * and the command links are written before they are read. */
+	r->ctx = ctx;
+	r->op = op;
+	r->proto = XPI_PROTO_NONE;
+	r->post_cmd.type = XPI_CMD_POST;
+	r->cancel_cmd.type = XPI_CMD_CANCEL;
+	xpi_dlist_init(&r->posted.link);
+	xpi_dlist_init(&r->pending_link);
+	xpi_dlist_init(&r->tl_link);
+	r->tl_pending = 0;
+	atomic_init(&r->cancel_reason, 0);
+	atomic_init(&r->rndv_state, XPI_RNDV_PENDING);
+	atomic_init(&r->refs, 1);
+	atomic_init(&r->complete, 0);
+	r->waited_ms = 0;
+	r->status = (xp_status_t){ .source = XP_ANY_SOURCE };
+	r->detail = NULL;
+	r->blocking = false;
+	r->comm_obj = NULL;
+	r->coll_hooks = NULL;
+	r->coll = NULL;
+	return r;
+}
+
 static inline void xpi_request_get(xp_request_t *r)
 {
 	atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
 }
-void xpi_request_put(xp_request_t *r);
+static inline void xpi_request_put(xp_request_t *r)
+{
+	/* Holding the last reference, nobody else can take one: skip the
+	 * atomic read-modify-write (the usual case, a completed request given
+	 * back by its waiter). The acquire load orders the request's last
+	 * writes by other threads before its reuse here. */
+	if (atomic_load_explicit(&r->refs, memory_order_acquire) != 1 &&
+	    atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	struct xpi_request_cache *c = &xpi_request_cache;
+	if (xpi_likely(r->coll_hooks == NULL && r->detail == NULL && c->registered &&
+		       c->count < XPI_REQUEST_CACHE_MAX)) {
+		*(xp_request_t **)r = c->head;
+		c->head = r;
+		c->count++;
+		return;
+	}
+	xpi_request_free_slow(r);
+}
 /* Completes once; any thread. @err is 0 or a negative code. */
 void xpi_request_complete(xp_request_t *r, int err);
 static inline bool xpi_request_done(const xp_request_t *r)

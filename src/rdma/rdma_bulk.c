@@ -441,11 +441,14 @@ static int rdma_progress(void *tlp)
 	t->nbacklog = 0;
 	struct ibv_wc wc[16];
 	int n;
-	while ((n = ibv_poll_cq(t->cq, 16, wc)) > 0) {
+	/* A poll that found fewer than it could take emptied the CQ: a
+	 * second would only take the provider's lock to find nothing. */
+	do {
+		n = ibv_poll_cq(t->cq, 16, wc);
 		for (int i = 0; i < n; i++)
 			handle(t, &wc[i]);
-		events += n;
-	}
+		events += n > 0 ? n : 0;
+	} while (n == 16);
 	rdma_small_flush(t);
 	if (events == 0)
 		rdma_small_repost(t); /* idle: nobody waits for this */

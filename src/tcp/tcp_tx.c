@@ -34,7 +34,7 @@ int tcp_ctl_queue(struct tcp_conn *c, const struct xpi_frame *f, const void *pay
 	fr.credit = c->tcp->ctx->peers[c->peer].eager_returned;
 	c->credit_told = fr.credit;
 	xpi_frame_pack(&fr, c->tx_buf + c->tx_tail);
-	if (f->payload_len != 0)
+	if (f->payload_len != 0 && payload != NULL) /* control frames pass NULL, and no payload */
 		memcpy(c->tx_buf + c->tx_tail + XPI_FRAME_HDR_LEN, payload, f->payload_len);
 	c->tx_tail += need;
 	return 0;
