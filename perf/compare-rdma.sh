@@ -47,27 +47,30 @@ gid=$(for g in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
 done)
 gid=${gid:-0}
 tls=rdma,tcp
+# Both latency runs take the same number of round trips, so that each
+# spans about as much of the host's fast and slow spells as the other.
+lat_iters=10000
 # Every command, as run (the figures come from subshells, which cannot
 # add to a list of ours).
 cmds=(
-	"ib_send_lat -d $dev -x $gid -s 8 -n 1000 -F -p PORT  (server), and the same + 127.0.0.1 (client)"
+	"ib_send_lat -d $dev -x $gid -s 8 -n $lat_iters -F -p PORT  (server), and the same + 127.0.0.1 (client)"
 	"ib_read_bw -d $dev -x $gid -s 1048576 -n 1000 -F -p PORT  (server), and the same + 127.0.0.1 (client)"
 	"ib_write_bw -d $dev -x $gid -s 1048576 -n 1000 -F -p PORT  (server), and the same + 127.0.0.1 (client)"
-	"XP_TRANSPORTS=$tls $build/tools/xprun -n 2 $build/perf/xport-perf lat --sizes 8 --json --no-pin"
+	"XP_TRANSPORTS=$tls $build/tools/xprun -n 2 $build/perf/xport-perf lat --sizes 8 --iters $lat_iters --json --no-pin"
 	"XP_TRANSPORTS=$tls $build/tools/xprun -n 2 $build/perf/xport-perf bw --sizes 1048576 --json --no-pin"
 	"XP_TRANSPORTS=$tls $build/tools/xprun -n 2 $build/perf/xport-perf bw --sizes 1048576 --json --no-pin --register"
 )
 
 # perftest: server in the background, client to 127.0.0.1 (its own TCP
 # exchange of QP numbers); the client prints the figures.
-perftest() { # tool size field-index
-	local tool=$1 size=$2 col=$3 port=$((18515 + RANDOM % 1000))
-	timeout 120 "$tool" -d "$dev" -x "$gid" -s "$size" -n 1000 -F -p $port >/dev/null 2>&1 &
+perftest() { # tool size field-index [iterations]
+	local tool=$1 size=$2 col=$3 n=${4:-1000} port=$((18515 + RANDOM % 1000))
+	timeout 120 "$tool" -d "$dev" -x "$gid" -s "$size" -n "$n" -F -p $port >/dev/null 2>&1 &
 	local spid=$!
 	sleep 0.5
 	local out=
 	for _ in 1 2 3 4 5; do
-		out=$(timeout 120 "$tool" -d "$dev" -x "$gid" -s "$size" -n 1000 -F -p $port 127.0.0.1 2>/dev/null) && break
+		out=$(timeout 120 "$tool" -d "$dev" -x "$gid" -s "$size" -n "$n" -F -p $port 127.0.0.1 2>/dev/null) && break
 		sleep 0.5
 	done
 	wait $spid 2>/dev/null
@@ -88,8 +91,8 @@ declare -a lat_ib lat_xp bw_ib bw_iw bw_xp bw_xr
 for ((r = 0; r < rounds; r++)); do
 	echo "compare-rdma: round $((r + 1))/$rounds" >&2
 	if [ "$only" != bw ]; then
-		lat_ib+=("$(perftest ib_send_lat 8 6)")      # t_typical [usec]
-		lat_xp+=("$(xport lat 8 lat_us_p50)")
+		lat_ib+=("$(perftest ib_send_lat 8 6 $lat_iters)") # t_typical [usec]
+		lat_xp+=("$(xport lat 8 lat_us_p50 "--iters $lat_iters")")
 	fi
 	if [ "$only" != lat ]; then
 		bw_ib+=("$(perftest ib_read_bw 1048576 4)")  # BW average [MB/sec], MiB/s
@@ -105,13 +108,33 @@ bi=$(med "${bw_ib[@]}"); bw=$(med "${bw_iw[@]}"); bx=$(med "${bw_xp[@]}"); br=$(
 mb() { awk -v b="$1" 'BEGIN { if (b == "-") print "-"; else printf "%.1f", b * 1.048576 }'; }
 bi_mb=$(mb "$bi"); bw_mb=$(mb "$bw")
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
+# Paired: each round's own xport/perftest ratio, then their median. The
+# host has fast and slow spells lasting seconds; the two runs of one round
+# share a spell more often than two medians do.
+paired() { # name-of-xport-array name-of-perftest-array
+	local -n xs=$1 ps=$2
+	local i rs=()
+	for ((i = 0; i < ${#xs[@]} && i < ${#ps[@]}; i++)); do
+		rs+=("$(ratio "${xs[i]:--}" "${ps[i]:--}")")
+	done
+	med "${rs[@]}"
+}
 echo
 echo "# compare-rdma on $dev (gid index $gid), $rounds rounds, medians; xport: XP_TRANSPORTS=$tls"
-printf '%-28s %12s %12s %8s\n' "row" "perftest" "xport" "ratio"
-printf '%-28s %12s %12s %8s\n' "8 B latency, us (p50)" "$li" "$lx" "$(ratio "$lx" "$li")"
-printf '%-28s %12s %12s %8s\n' "1 MiB bandwidth, MB/s" "$bi_mb" "$bx" "$(ratio "$bx" "$bi_mb")"
-printf '%-28s %12s %12s %8s\n' "  the same, --register" "$bi_mb" "$br" "$(ratio "$br" "$bi_mb")"
-printf '%-28s %12s %12s %8s\n' "  ib_write_bw beside it" "$bw_mb" "$br" "$(ratio "$br" "$bw_mb")"
+# perftest's bandwidth in 10^6 B/s, round by round, for the paired ratios.
+bw_ib_mb=() bw_iw_mb=()
+for v in "${bw_ib[@]}"; do bw_ib_mb+=("$(mb "${v:--}")"); done
+for v in "${bw_iw[@]}"; do bw_iw_mb+=("$(mb "${v:--}")"); done
+printf '%-28s %12s %12s %8s %8s\n' "row" "perftest" "xport" "ratio" "paired"
+printf '%-28s %12s %12s %8s %8s\n' "8 B latency, us (p50)" "$li" "$lx" "$(ratio "$lx" "$li")" \
+	"$(paired lat_xp lat_ib)"
+printf '%-28s %12s %12s %8s %8s\n' "1 MiB bandwidth, MB/s" "$bi_mb" "$bx" "$(ratio "$bx" "$bi_mb")" \
+	"$(paired bw_xp bw_ib_mb)"
+printf '%-28s %12s %12s %8s %8s\n' "  the same, --register" "$bi_mb" "$br" "$(ratio "$br" "$bi_mb")" \
+	"$(paired bw_xr bw_ib_mb)"
+printf '%-28s %12s %12s %8s %8s\n' "  ib_write_bw beside it" "$bw_mb" "$br" "$(ratio "$br" "$bw_mb")" \
+	"$(paired bw_xr bw_iw_mb)"
+echo "# ratio: of the medians; paired: the median of each round's own ratio."
 echo "# latency: ib_send_lat's t_typical against xport-perf lat_us_p50; xport's 8 B messages go"
 echo "#   over rdma's small lane (inline SENDs into the shared receive queue). Bandwidth: ib_read_bw's BW average (MiB/s,"
 echo "#   shown in 10^6 B/s) against xport-perf bw_MBps (a window of sends, payloads read by RDMA;"
