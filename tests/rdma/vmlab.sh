@@ -9,7 +9,7 @@
 # over virtio-9p, so host-built binaries run unchanged at the same paths.
 # What we learnt about doing this here: ../shared/lab/RDMA.md.
 #
-#   tests/rdma/vmlab.sh [--cache DIR] [--timeout S] [--mem MiB] [--quiet] -- CMD [ARG...]
+#   tests/rdma/vmlab.sh [--cache DIR] [--timeout S] [--mem MiB] [--rw DIR]... [--quiet] -- CMD [ARG...]
 #
 # The kernel package is downloaded with apt-get (never installed), unpacked
 # and cached in DIR (default: $XP_LAB_CACHE, or build/rdma-lab beside this
@@ -20,7 +20,10 @@
 # the device rxe0 on netdev rdmanet0 (10.77.0.1/24, which exists only in the
 # VM) with its IPv4-mapped GID in place, vgem (/dev/dri/card0: a dmabuf
 # exporter for the dmabuf registration tests), XP_LAB=1, and the XP_*, UCX_*,
-# ASAN_*, UBSAN_*, TSAN_* and MESON_* variables of the caller.
+# ASAN_*, UBSAN_*, TSAN_* and MESON_* variables of the caller. --rw DIR
+# shares one more host directory writable at its own path (a build
+# directory, so that `meson test` can run inside and write its logs: CI
+# runs the whole suite `rdma` in one VM that way, ci/test.sh).
 #
 # Exit status: CMD's; 77 (skip) with the reason when QEMU, busybox or the
 # kernel package cannot be had; 1 when the VM fails or the timeout (default
@@ -32,12 +35,14 @@ cache=${XP_LAB_CACHE:-$(cd "$here/../.." && pwd)/build/rdma-lab}
 timeout_s=600
 mem=1536
 quiet=0
+extra_rw=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--cache) cache=$2; shift 2 ;;
 	--timeout) timeout_s=$2; shift 2 ;;
 	--mem) mem=$2; shift 2 ;;
 	--quiet) quiet=1; shift ;;
+	--rw) extra_rw+=("$(cd "$2" && pwd)") || exit 2; shift 2 ;;
 	--) shift; break ;;
 	-h | --help) sed -n '3,/^set -uo/p' "${BASH_SOURCE[0]}" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "vmlab: unknown option $1 (--help)" >&2; exit 2 ;;
@@ -143,17 +148,20 @@ mount -t devtmpfs dev /newroot/dev
 mkdir -p /newroot/dev/shm /newroot/dev/pts 2>/dev/null
 # Scratch directories are the VM's own tmpfs, except those the host shares
 # writable because this tree, the cache or the working directory lies in
-# them (a clone under /tmp must stay visible): xplab.rw lists them.
+# them (a clone under /tmp must stay visible): xplab.rw lists them, and
+# the directories --rw asked for. The tmpfs first, so that a directory
+# shared from inside one is mounted on top of it, not hidden under it.
 rw=$(sed -n 's/.*xplab.rw=\([^ ]*\).*/\1/p' /proc/cmdline)
-n=0
-for d in $(echo "$rw" | tr , ' '); do
-	mount -t 9p -o trans=virtio,version=9p2000.L,cache=mmap,msize=512000 rw$n /newroot$d ||
-		{ echo "xplab: cannot mount the host's $d" >$out; bye 125; }
-	n=$((n + 1))
-done
 for d in /tmp /run /var/tmp /root /dev/shm; do
 	case ",$rw," in *",$d,"*) continue ;; esac
 	mount -t tmpfs -o mode=1777 tmpfs /newroot$d
+done
+n=0
+for d in $(echo "$rw" | tr , ' '); do
+	mkdir -p /newroot$d 2>/dev/null
+	mount -t 9p -o trans=virtio,version=9p2000.L,cache=mmap,msize=512000 rw$n /newroot$d ||
+		{ echo "xplab: cannot mount the host's $d" >$out; bye 125; }
+	n=$((n + 1))
 done
 run=$(sed -n 's/.*xplab.run=\([^ ]*\).*/\1/p' /proc/cmdline)
 chroot /newroot /bin/sh -c '
@@ -206,6 +214,16 @@ for d in /tmp /var/tmp /root /run; do
 		case "$p/" in "$d"/*) inside=1 ;; esac
 	done
 	[ $inside = 1 ] || continue
+	rw=${rw:+$rw,}$d
+	share+=(-fsdev "local,id=rw$n,path=$d,security_model=none,multidevs=remap"
+		-device "virtio-9p-pci,fsdev=rw$n,mount_tag=rw$n")
+	n=$((n + 1))
+done
+# --rw: after those, so one inside a shared scratch directory is mounted
+# over it (the same files either way); a path with a comma or a space
+# cannot go through the kernel's command line.
+for d in "${extra_rw[@]}"; do
+	case $d in *,* | *' '*) fail "--rw $d: a path with a comma or a space cannot be shared" ;; esac
 	rw=${rw:+$rw,}$d
 	share+=(-fsdev "local,id=rw$n,path=$d,security_model=none,multidevs=remap"
 		-device "virtio-9p-pci,fsdev=rw$n,mount_tag=rw$n")
