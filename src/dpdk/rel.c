@@ -412,11 +412,13 @@ void xpi_rel_rx_ack_sent(struct xpi_rel_rx *rx)
 
 void xpi_rel_rx_drop_all(struct xpi_rel_rx *rx, const struct xpi_rel_rx_ops *ops, void *arg)
 {
-	for (uint32_t i = 0; i < XPI_REL_MAX_WINDOW; i++) {
-		if (rx->held[i] != NULL) {
-			ops->drop(arg, rx->held[i]);
-			rx->held[i] = NULL;
-		}
+	/* By the bits of have, not by the pointers: a packet is the
+	 * transport's opaque value, which may be anything, NULL included. */
+	for (uint64_t bits = rx->have; bits != 0; bits &= bits - 1) {
+		uint32_t psn = rx->nxt + 1 + (uint32_t)__builtin_ctzll(bits);
+		void **h = &rx->held[psn % XPI_REL_MAX_WINDOW];
+		ops->drop(arg, *h);
+		*h = NULL;
 	}
 	rx->have = 0;
 }
