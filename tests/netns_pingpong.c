@@ -51,9 +51,11 @@ int main(void)
 	rc = xp_route_get(ctx, 1 - rank, 0, &route);
 	if (rc < 0)
 		return fail(rank, "xp_route_get", rc);
-	if (strcmp(route.transport, "tcp") != 0) {
-		fprintf(stderr, "rank %d: the peer is served by %s, not tcp\n", rank,
-			route.transport);
+	/* NETNS_TRANSPORT: the transport that must serve the peer (tcp). */
+	const char *want = getenv("NETNS_TRANSPORT") != NULL ? getenv("NETNS_TRANSPORT") : "tcp";
+	if (strcmp(route.transport, want) != 0) {
+		fprintf(stderr, "rank %d: the peer is served by %s, not %s\n", rank,
+			route.transport, want);
 		return 1;
 	}
 	xp_comm_t *w = xp_comm_world(ctx);

@@ -99,11 +99,22 @@ static void test_bad_environment(void)
 		{ "XP_HUGEPAGES", "maybe", { "auto, off, on" } },
 		{ "XP_THREAD_MODE", "single", { "multi, serialized" } },
 		{ "XP_SOCKET_IFNAME", "a-name-longer-than-ifnamsiz", { "1 to 15 bytes" } },
+#ifndef XPT_DPDK_BUILT /* a build without DPDK names what it has */
 		{ "XP_TRANSPORTS", "dpdk", { "dpdk is not in this build", "built: shm" } },
 		{ "XP_TRANSPORTS", "dpdk,tcp", { "dpdk is not in this build" } },
+#endif
+#ifndef XPT_DPDK_BUILT
 		{ "XP_TRANSPORTS", "verbs", { "'verbs' is not a transport", "not built: " } },
+#else /* everything is built: nothing to say is not */
+		{ "XP_TRANSPORTS", "verbs", { "'verbs' is not a transport", "dpdk, tcp;" } },
+#endif
 		{ "XP_TRANSPORTS", "shm,,shm", { "empty transport name" } },
 		{ "XP_TRANSPORTS", "shm,shm", { "named twice" } },
+		{ "XP_DPDK_UDP_PORT", "65536", { "out of range", "from 1 to 65535" } },
+		{ "XP_DPDK_UDP_PORT", "0", { "out of range", "from 1 to 65535" } },
+		{ "XP_DPDK_UDP_PORT", "http", { "not a size" } },
+		{ "XP_DPDK_PORT", "1024", { "out of range", "from 0 to 1023" } },
+		{ "XP_DPDK_PEER_TIMEOUT_MS", "0", { "out of range", "1 to 86400000" } },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const struct env_case *c = &cases[i];
@@ -152,6 +163,8 @@ static void test_accepted_environment(void)
 		{ "XP_THREAD_MODE", "serialized" }, { "XP_TRANSPORTS", "shm" },
 		{ "XP_TRANSPORTS", "tcp, shm" },    { "XP_SOCKET_IFNAME", "lo" },
 		{ "XP_ALLREDUCE_ALGO", "ring" },    { "XP_ALLREDUCE_ALGO", "rabenseifner" },
+		{ "XP_DPDK_UDP_PORT", "65535" },    { "XP_DPDK_PORT", "1023" },
+		{ "XP_DPDK_PEER_TIMEOUT_MS", "1" },
 	};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		clear_env();
@@ -195,6 +208,104 @@ static void test_config_init_reads_environment(void)
 	T_CHECK(cfg.transports == NULL);
 }
 
+/* The DPDK transport's settings: defaults, the environment into the fields,
+ * and into the context's resolved settings (what it logs at info). */
+static int nothing_body(xp_context_t *ctx, void *arg)
+{
+	(void)ctx;
+	(void)arg;
+	return 0;
+}
+
+/* What a local job of one with @cfg writes to stderr. */
+static void stderr_of_local_run(const xp_config_t *cfg, char *out, size_t n)
+{
+	char path[] = "/tmp/xport-settings-XXXXXX";
+	int fd = mkstemp(path);
+	T_CHECK(fd >= 0);
+	unlink(path);
+	fflush(stderr);
+	int saved = dup(2);
+	dup2(fd, 2);
+	int rc = xp_local_run(1, cfg, nothing_body, NULL);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	T_OK(rc);
+	ssize_t got = pread(fd, out, n - 1, 0);
+	close(fd);
+	out[got > 0 ? got : 0] = '\0';
+}
+
+static void test_dpdk_settings(void)
+{
+	xp_config_t cfg;
+	clear_env();
+	xp_config_init(&cfg);
+	T_EQ(cfg.dpdk_udp_port, 47100);
+	T_EQ(cfg.dpdk_peer_timeout_ms, 10000);
+	T_EQ(cfg.dpdk_port, 0);
+	T_CHECK(cfg.dpdk_eal == NULL && cfg.dpdk_ip == NULL && cfg.dpdk_neighbours == NULL &&
+		cfg.dpdk_drop == NULL);
+
+	/* A field out of range is refused as any other. */
+	xp_config_init(&cfg);
+	cfg.dpdk_udp_port = 70000;
+	const char *w1[] = { "xp_config_t.dpdk_udp_port (XP_DPDK_UDP_PORT) = 70000",
+			     "from 1 to 65535", NULL };
+	expect_refused(&cfg, w1, "dpdk_udp_port 70000");
+	xp_config_init(&cfg);
+	char long_drop[80];
+	memset(long_drop, '1', sizeof(long_drop) - 1);
+	long_drop[sizeof(long_drop) - 1] = '\0';
+	cfg.dpdk_drop = long_drop;
+	const char *w2[] = { "xp_config_t.dpdk_drop (XP_DPDK_DROP)", "longer than 63 bytes", NULL };
+	expect_refused(&cfg, w2, "dpdk_drop of 79 bytes");
+
+	static const char eal[] = "-l {rank} --no-pci --vdev net_null{rank}";
+	setenv("XP_DPDK_EAL", eal, 1);
+	setenv("XP_DPDK_IP", "10.0.0.1,10.0.0.2", 1);
+	setenv("XP_DPDK_PORT", "3", 1);
+	setenv("XP_DPDK_UDP_PORT", "47200", 1);
+	setenv("XP_DPDK_NEIGHBOURS", "10.0.0.2=02:00:00:00:00:02", 1);
+	setenv("XP_DPDK_DROP", "0.05,0.01,0.01", 1);
+	setenv("XP_DPDK_PEER_TIMEOUT_MS", "2500", 1);
+	xp_config_init(&cfg);
+	T_CHECK(cfg.dpdk_eal != NULL && strcmp(cfg.dpdk_eal, eal) == 0);
+	T_CHECK(cfg.dpdk_ip != NULL && strcmp(cfg.dpdk_ip, "10.0.0.1,10.0.0.2") == 0);
+	T_EQ(cfg.dpdk_port, 3);
+	T_EQ(cfg.dpdk_udp_port, 47200);
+	T_CHECK(cfg.dpdk_neighbours != NULL &&
+		strcmp(cfg.dpdk_neighbours, "10.0.0.2=02:00:00:00:00:02") == 0);
+	T_CHECK(cfg.dpdk_drop != NULL && strcmp(cfg.dpdk_drop, "0.05,0.01,0.01") == 0);
+	T_EQ(cfg.dpdk_peer_timeout_ms, 2500);
+
+	/* The resolved settings carry them: a context logs, at info, each
+	 * setting that is not its default from its resolved copy. */
+	char text[8192];
+	cfg.log_level = XP_LOG_INFO;
+	stderr_of_local_run(&cfg, text, sizeof(text));
+	T_CONTAINS(text, "XP_DPDK_EAL=-l {rank} --no-pci --vdev net_null{rank} (environment)");
+	T_CONTAINS(text, "XP_DPDK_UDP_PORT=47200 (environment)");
+	T_CONTAINS(text, "XP_DPDK_PEER_TIMEOUT_MS=2500 (environment)");
+
+	/* A program's own string, with its origin; defaults are not logged. */
+	clear_env();
+	xp_config_init(&cfg);
+	char mine[64];
+	snprintf(mine, sizeof(mine), "%s", "--in-memory -l 0");
+	cfg.dpdk_eal = mine;
+	cfg.log_level = XP_LOG_INFO;
+	stderr_of_local_run(&cfg, text, sizeof(text));
+	T_CONTAINS(text, "XP_DPDK_EAL=--in-memory -l 0 (config)");
+	T_CHECK(strstr(text, "XP_DPDK_UDP_PORT") == NULL);
+	T_CHECK(strstr(text, "XP_DPDK_PEER_TIMEOUT_MS") == NULL);
+
+	/* Back to the default log level: the process's is the last context's. */
+	clear_env();
+	T_OK(xp_local_run(1, NULL, nothing_body, NULL));
+}
+
 static void test_bad_fields(void)
 {
 	xp_config_t cfg;
@@ -227,9 +338,15 @@ static void test_bad_fields(void)
 	expect_refused(&cfg, w5, "debug nope");
 
 	xp_config_init(&cfg);
+#ifndef XPT_DPDK_BUILT
 	cfg.transports = "dpdk";
 	const char *w6[] = { "xp_config_t.transports (XP_TRANSPORTS) = \"dpdk\"",
 			     "dpdk is not in this build", NULL };
+#else
+	cfg.transports = "tcp,dpdk,,";
+	const char *w6[] = { "xp_config_t.transports (XP_TRANSPORTS) = \"tcp,dpdk,,\"",
+			     "empty transport name", NULL };
+#endif
 	expect_refused(&cfg, w6, "transports dpdk");
 
 	xp_config_init(&cfg);
@@ -364,6 +481,7 @@ int main(void)
 	test_long_job_key_refused();
 	test_accepted_environment();
 	test_config_init_reads_environment();
+	test_dpdk_settings();
 	test_bad_fields();
 	test_shorter_struct();
 	test_errors_leave_detail();

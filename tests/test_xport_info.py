@@ -58,10 +58,15 @@ settings = {s["variable"]: s for s in d["settings"]}
 for var in ("XP_TIMEOUT_MS", "XP_JOB_KEY", "XP_SOCKET_IFNAME", "XP_BOOT_TIMEOUT_MS",
             "XP_TRANSPORTS", "XP_SHM_CMA_MIN", "XP_TCP_ZC", "XP_POOL_MAX_BYTES",
             "XP_UNEXPECTED_MAX_BYTES", "XP_RNDV_THRESHOLD", "XP_THREAD_MODE",
-            "XP_HUGEPAGES", "XP_LOG_LEVEL", "XP_DEBUG"):
+            "XP_HUGEPAGES", "XP_LOG_LEVEL", "XP_DEBUG", "XP_DPDK_EAL", "XP_DPDK_IP",
+            "XP_DPDK_PORT", "XP_DPDK_UDP_PORT", "XP_DPDK_NEIGHBOURS", "XP_DPDK_DROP",
+            "XP_DPDK_PEER_TIMEOUT_MS"):
     check(var in settings, f"{var} missing from the settings")
 check(all(s["origin"] == "default" for s in d["settings"]), "a setting not from its default")
 check(settings["XP_TIMEOUT_MS"]["value"] == "30000", "XP_TIMEOUT_MS default")
+check(settings["XP_DPDK_UDP_PORT"]["value"] == "47100", "XP_DPDK_UDP_PORT default")
+check(settings["XP_DPDK_PEER_TIMEOUT_MS"]["value"] == "10000", "XP_DPDK_PEER_TIMEOUT_MS default")
+check(settings["XP_DPDK_EAL"]["value"] == "(unset)", "XP_DPDK_EAL default")
 check(d["settings_ok"] is True, "settings_ok")
 
 # Origins and values from the environment; a secret is never shown.

@@ -199,7 +199,7 @@ static int print_settings(xp_config_t *cfg)
 	for (size_t i = 0; i < n; i++) {
 		const struct xpi_setting *s = &table[i];
 		xp_config_t scratch = *cfg;
-		char why[512] = "", value[128], accepted[256];
+		char why[512] = "", value[1024], accepted[256];
 		int got = xpi_setting_from_env(s, &scratch, why, sizeof(why));
 		bad += got < 0;
 		xpi_setting_format(s, cfg, value, sizeof(value));

@@ -196,6 +196,35 @@ typedef struct xp_config {
 	 * 0 (default): 4 MiB where net.core.rmem_max and wmem_max allow it,
 	 * else autotuning. SIZE_MAX: off. */
 	size_t tcp_sockbuf;
+	/* DPDK EAL arguments, split at blanks, "{rank}" replaced by the rank
+	 * (so one line serves every rank of a host), e.g. "-l {rank} --vdev
+	 * net_tap{rank}"; or lines separated by ';' of which rank r takes the
+	 * r-th (a memif server and its client); XP_DPDK_EAL; NULL: the
+	 * application initialised the EAL, or DPDK is not used. The DPDK
+	 * transport is offered only when this or dpdk_ip is set; unset
+	 * dpdk_ip, rank r is 10.88.0.0 + r + 1. At most 1023 bytes. */
+	const char *dpdk_eal;
+	/* This rank's IPv4 address on the DPDK port, or a comma list of
+	 * addresses of which rank r takes the r-th; XP_DPDK_IP; NULL: unset.
+	 * At most 1023 bytes. */
+	const char *dpdk_ip;
+	/* The DPDK port (ethdev) id to use, 0 to 1023; XP_DPDK_PORT; 0. */
+	size_t dpdk_port;
+	/* The UDP port each rank receives DPDK datagrams on, 1 to 65535;
+	 * XP_DPDK_UDP_PORT; 47100. */
+	size_t dpdk_udp_port;
+	/* Static neighbour table of the DPDK transport, "IPV4=MAC,...": those
+	 * addresses are never asked for by ARP; XP_DPDK_NEIGHBOURS; NULL: ARP.
+	 * At most 1023 bytes. */
+	const char *dpdk_neighbours;
+	/* For tests: the DPDK transport drops, reorders and duplicates this
+	 * fraction of the datagrams it receives, "LOSS[,REORDER[,DUP]]", e.g.
+	 * "0.05,0.01,0.01"; XP_DPDK_DROP; NULL: none. At most 63 bytes. */
+	const char *dpdk_drop;
+	/* A DPDK peer that acknowledges nothing this long is lost, and its
+	 * operations fail naming it, ms (at least 1); XP_DPDK_PEER_TIMEOUT_MS;
+	 * 10000. */
+	int dpdk_peer_timeout_ms;
 } xp_config_t;
 
 /** Fills @cfg with defaults and then the XP_* environment. A variable whose

@@ -103,6 +103,13 @@ int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
 	out->rdma_rcache_bytes = cfg.rdma_rcache_bytes;
 	out->rdma_cm = cfg.rdma_cm;
 	out->tcp_sockbuf = cfg.tcp_sockbuf;
+	copy_text(out->dpdk_eal, sizeof(out->dpdk_eal), cfg.dpdk_eal);
+	copy_text(out->dpdk_ip, sizeof(out->dpdk_ip), cfg.dpdk_ip);
+	out->dpdk_port = cfg.dpdk_port;
+	out->dpdk_udp_port = cfg.dpdk_udp_port;
+	copy_text(out->dpdk_neighbours, sizeof(out->dpdk_neighbours), cfg.dpdk_neighbours);
+	copy_text(out->dpdk_drop, sizeof(out->dpdk_drop), cfg.dpdk_drop);
+	out->dpdk_peer_timeout_ms = cfg.dpdk_peer_timeout_ms;
 	/* The strings of the given config need not outlive this call. */
 	out->given = cfg;
 	out->given.job_key = out->has_job_key ? out->job_key : NULL;
@@ -111,6 +118,10 @@ int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
 	out->given.debug = cfg.debug != NULL ? out->debug : NULL;
 	out->given.host_id = cfg.host_id != NULL ? out->host_id : NULL;
 	out->given.rdma_device = cfg.rdma_device != NULL ? out->rdma_device : NULL;
+	out->given.dpdk_eal = cfg.dpdk_eal != NULL ? out->dpdk_eal : NULL;
+	out->given.dpdk_ip = cfg.dpdk_ip != NULL ? out->dpdk_ip : NULL;
+	out->given.dpdk_neighbours = cfg.dpdk_neighbours != NULL ? out->dpdk_neighbours : NULL;
+	out->given.dpdk_drop = cfg.dpdk_drop != NULL ? out->dpdk_drop : NULL;
 	xpi_log_configure(out->log_level, out->debug_mask);
 	log_settings(out, table, count);
 	return 0;

@@ -32,8 +32,15 @@ struct xpi_config {
 	char host_id[64];       /* XP_HOST_ID, "" : unset */
 	char rdma_device[64];   /* XP_RDMA_DEVICE, "" : unset */
 	size_t rdma_rcache_bytes;
-	int rdma_cm;        /* XP_RDMA_CM: 1 to connect through rdma_cm */
-	size_t tcp_sockbuf; /* XP_TCP_SOCKBUF: 0 auto, SIZE_MAX off */
+	int rdma_cm;                /* XP_RDMA_CM: 1 to connect through rdma_cm */
+	size_t tcp_sockbuf;         /* XP_TCP_SOCKBUF: 0 auto, SIZE_MAX off */
+	char dpdk_eal[1024];        /* XP_DPDK_EAL, "" : unset ({rank} not yet replaced) */
+	char dpdk_ip[1024];         /* XP_DPDK_IP, "" : unset */
+	size_t dpdk_port;           /* XP_DPDK_PORT: the ethdev port id */
+	size_t dpdk_udp_port;       /* XP_DPDK_UDP_PORT */
+	char dpdk_neighbours[1024]; /* XP_DPDK_NEIGHBOURS, "" : unset (ARP) */
+	char dpdk_drop[64];         /* XP_DPDK_DROP, "" : unset; syntax unchecked here */
+	int dpdk_peer_timeout_ms;   /* XP_DPDK_PEER_TIMEOUT_MS */
 	/* What xport-info shows: every setting's value as given and where it
 	 * came from, in the table's order. */
 	xp_config_t given;

@@ -78,6 +78,27 @@ static const struct xpi_setting table[] = {
 	  "rdma: connect queue pairs through rdma_cm" },
 	{ "XP_TCP_SOCKBUF", "tcp_sockbuf", XPI_SET_SIZE, F(tcp_sockbuf), 0, 1ll << 30, NULL, "off",
 	  "tcp: buffer sizes of bulk sockets (0: 4 MiB if the host allows it)" },
+	{ "XP_DPDK_EAL", "dpdk_eal", XPI_SET_STRING, F(dpdk_eal), 1, 1023, NULL, NULL,
+	  "dpdk: EAL arguments, split at blanks; {rank} is replaced by the rank; ';' separates "
+	  "lines of which rank r takes the r-th (unset: the application initialised the EAL, or "
+	  "DPDK is not used)" },
+	{ "XP_DPDK_IP", "dpdk_ip", XPI_SET_STRING, F(dpdk_ip), 1, 1023, NULL, NULL,
+	  "dpdk: this rank's IPv4 address, or a comma list of addresses where rank r takes the "
+	  "r-th (unset: 10.88.0.0 + rank + 1)" },
+	{ "XP_DPDK_PORT", "dpdk_port", XPI_SET_SIZE, F(dpdk_port), 0, 1023, NULL, NULL,
+	  "dpdk: the DPDK port (ethdev) id to use" },
+	{ "XP_DPDK_UDP_PORT", "dpdk_udp_port", XPI_SET_SIZE, F(dpdk_udp_port), 1, 65535, NULL, NULL,
+	  "dpdk: the UDP port each rank receives on" },
+	{ "XP_DPDK_NEIGHBOURS", "dpdk_neighbours", XPI_SET_STRING, F(dpdk_neighbours), 1, 1023,
+	  NULL, NULL,
+	  "dpdk: static neighbour table IPV4=MAC,... never asked for by ARP (unset: ARP)" },
+	{ "XP_DPDK_DROP", "dpdk_drop", XPI_SET_STRING, F(dpdk_drop), 1, 63, NULL, NULL,
+	  "dpdk, for tests: drop, reorder and duplicate this fraction of received datagrams, "
+	  "LOSS[,REORDER[,DUP]] e.g. 0.05,0.01,0.01 (unset: none)" },
+	{ "XP_DPDK_PEER_TIMEOUT_MS", "dpdk_peer_timeout_ms", XPI_SET_MS, F(dpdk_peer_timeout_ms), 1,
+	  DAY_MS, NULL, NULL,
+	  "dpdk: a peer that acknowledges nothing this long is lost (its operations fail naming "
+	  "it)" },
 };
 
 _Static_assert(XPI_ARRAY_SIZE(table) <= XPI_SETTINGS_MAX, "XPI_SETTINGS_MAX too small");
@@ -350,6 +371,9 @@ static void set_defaults(xp_config_t *cfg)
 	cfg->tcp_zc = XP_TCP_ZC_AUTO;
 	cfg->log_level = XP_LOG_WARN;
 	cfg->rdma_rcache_bytes = (size_t)1 << 30;
+	cfg->dpdk_port = 0;
+	cfg->dpdk_udp_port = 47100;
+	cfg->dpdk_peer_timeout_ms = 10000;
 }
 
 int xpi_setting_from_env(const struct xpi_setting *s, xp_config_t *cfg, char *why, size_t n)

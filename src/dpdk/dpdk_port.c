@@ -315,6 +315,28 @@ void xpi_dpdk_port_close(struct xpi_dpdk_port *p)
 	free(p);
 }
 
+int xpi_dpdk_port_wait_link(struct xpi_dpdk_port *p, int timeout_ms)
+{
+	int64_t start = now_ns(), restarted = start;
+	for (;;) {
+		struct rte_eth_link link;
+		if (rte_eth_link_get_nowait(p->port_id, &link) == 0 &&
+		    link.link_status == RTE_ETH_LINK_UP)
+			return 0;
+		int64_t now = now_ns();
+		if (now - start >= (int64_t)timeout_ms * 1000000)
+			return -ETIMEDOUT;
+		/* A memif client that found no server yet does not try again
+		 * by itself: a restart does. */
+		if (now - restarted >= 200 * 1000000LL) {
+			rte_eth_dev_stop(p->port_id);
+			(void)rte_eth_dev_start(p->port_id);
+			restarted = now;
+		}
+		usleep(1000);
+	}
+}
+
 void xpi_dpdk_port_mac(const struct xpi_dpdk_port *p, uint8_t mac[6])
 {
 	memcpy(mac, p->me.mac, 6);

@@ -58,6 +58,11 @@ int xpi_dpdk_port_open(const struct xpi_dpdk_conf *c, struct xpi_dpdk_port **out
  */
 void xpi_dpdk_port_close(struct xpi_dpdk_port *p);
 
+/* Waits up to @timeout_ms for the port's link to come up, restarting the
+ * port now and then (a memif client whose server was not listening yet
+ * connects only when started again). 0, or -ETIMEDOUT. */
+int xpi_dpdk_port_wait_link(struct xpi_dpdk_port *p, int timeout_ms);
+
 void xpi_dpdk_port_mac(const struct xpi_dpdk_port *p, uint8_t mac[6]);
 
 /*

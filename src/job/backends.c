@@ -14,12 +14,16 @@
 
 extern const struct xpi_backend xpi_shm_backend;
 extern const struct xpi_backend xpi_rdma_backend;
+extern const struct xpi_backend xpi_dpdk_backend;
 extern const struct xpi_backend xpi_tcp_backend;
 
 const struct xpi_backend *const xpi_backends[] = {
 	&xpi_shm_backend,
 #ifdef XPORT_HAVE_RDMA
 	&xpi_rdma_backend,
+#endif
+#ifdef XPORT_HAVE_DPDK
+	&xpi_dpdk_backend,
 #endif
 #ifdef XPORT_HAVE_TCP
 	&xpi_tcp_backend,

@@ -756,7 +756,7 @@ static int root_allgather(struct xpi_boot *b, const void *mine, size_t len, uint
 			b->pranks[np++] = r;
 		}
 		int ms = xpi_deadline_left_ms(deadline);
-		int k = ms == 0 ? 0 : poll(b->pfds, (nfds_t)np, ms);
+		int k = ms == 0 ? 0 : xpi_sock_poll(b->pfds, (unsigned long)np, ms);
 		if (k < 0 && errno != EINTR)
 			return root_abort(b, -errno, "rank 0: poll failed: %s", errtext(errno));
 		if (k == 0 && xpi_deadline_left_ms(deadline) == 0) {

@@ -15,6 +15,7 @@
 #include "../inproc/job.h"
 #include "backend.h"
 #include "bootstrap.h"
+#include "sock.h"
 #include "../select/card.h"
 #include "../select/select.h"
 #include "../core/compiler.h"
@@ -279,14 +280,33 @@ static int attach_transports(xp_context_t *ctx, struct xpi_boot *boot, struct ne
 
 /* Out of band, for ranks of a networked job: through the bootstrap's
  * connections (xp_oob_barrier and xp_oob_allgather dispatch here). */
+/* While a rank waits out of band, its transports keep answering: a peer
+ * still sending to it over a transport that needs our acknowledgements
+ * (dpdk) would otherwise wait for us while we wait for it. Only if no
+ * other thread holds the engine. */
+static void progress_while_waiting(void *arg)
+{
+	xp_context_t *ctx = arg;
+	if (xpi_owner_try_acquire(ctx)) {
+		xpi_engine_run(ctx);
+		xpi_owner_release(ctx);
+	}
+}
+
 static int oob_boot_barrier(xp_context_t *ctx)
 {
-	return xpi_boot_barrier(ctx->boot);
+	xpi_sock_set_idle(progress_while_waiting, ctx);
+	int rc = xpi_boot_barrier(ctx->boot);
+	xpi_sock_set_idle(NULL, NULL);
+	return rc;
 }
 
 static int oob_boot_allgather(xp_context_t *ctx, const void *mine, size_t len, void *all)
 {
-	return xpi_boot_allgather(ctx->boot, mine, len, all);
+	xpi_sock_set_idle(progress_while_waiting, ctx);
+	int rc = xpi_boot_allgather(ctx->boot, mine, len, all);
+	xpi_sock_set_idle(NULL, NULL);
+	return rc;
 }
 
 static int init_networked(const struct xpi_config *cfg, struct xpi_boot *boot, xp_context_t **out)
@@ -452,7 +472,7 @@ XPI_EXPORT void xp_finalize(xp_context_t *ctx)
 	 * bootstrap's timeout if some rank never gets here. */
 	int rc = xpi_engine_flush(ctx, ctx->cfg.timeout_ms);
 	if (rc == 0)
-		rc = xpi_boot_barrier(ctx->boot);
+		rc = oob_boot_barrier(ctx);
 	if (rc < 0)
 		xpi_log(XPI_LOG_WARN, "rank %d: xp_finalize: not every rank reached it: %s",
 			ctx->rank, xp_strerror(rc));

@@ -34,6 +34,30 @@ int xpi_deadline_left_ms(int64_t deadline_ns)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
+static _Thread_local void (*idle_fn)(void *arg);
+static _Thread_local void *idle_arg;
+
+void xpi_sock_set_idle(void (*fn)(void *arg), void *arg)
+{
+	idle_fn = fn;
+	idle_arg = arg;
+}
+
+int xpi_sock_poll(struct pollfd *fds, unsigned long n, int ms)
+{
+	if (idle_fn == NULL || ms == 0)
+		return poll(fds, (nfds_t)n, ms);
+	int64_t end = xpi_now_ns() + (int64_t)ms * 1000000;
+	for (;;) {
+		int k = poll(fds, (nfds_t)n, 1);
+		if (k != 0)
+			return k;
+		idle_fn(idle_arg);
+		if (xpi_now_ns() >= end)
+			return 0;
+	}
+}
+
 int xpi_sock_wait(int fd, short events, int64_t deadline_ns)
 {
 	struct pollfd p = { .fd = fd, .events = events };
@@ -41,7 +65,7 @@ int xpi_sock_wait(int fd, short events, int64_t deadline_ns)
 		int ms = xpi_deadline_left_ms(deadline_ns);
 		if (ms == 0)
 			return -ETIMEDOUT;
-		int n = poll(&p, 1, ms);
+		int n = xpi_sock_poll(&p, 1, ms);
 		if (n > 0)
 			return 0;
 		if (n < 0 && errno != EINTR)

@@ -19,6 +19,7 @@
 #define XPI_SOCK_H
 
 #include <stddef.h>
+#include <poll.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -37,6 +38,17 @@ int xpi_deadline_left_ms(int64_t deadline_ns);
  * error/hang-up pending: the next call on the socket tells which),
  * -ETIMEDOUT, or another negative errno of poll(). */
 int xpi_sock_wait(int fd, short events, int64_t deadline_ns);
+
+/*
+ * While this thread waits in the bootstrap (xpi_sock_wait, xpi_sock_poll),
+ * @fn(@arg) runs every millisecond (NULL: none). xp_oob_* and
+ * xp_finalize's barrier set it to progress the rank's engine: a transport
+ * whose peers need our acknowledgements (dpdk) must not go quiet while we
+ * wait for them out of band.
+ */
+void xpi_sock_set_idle(void (*fn)(void *arg), void *arg);
+/* poll(), running the idle function of xpi_sock_set_idle between slices. */
+int xpi_sock_poll(struct pollfd *fds, unsigned long n, int ms);
 
 /* Sends all @len bytes. Returns 0, -ETIMEDOUT (part may have been sent),
  * -ECONNRESET, or another negative errno. */

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/* The DPDK transport's sending side: frames cut into datagrams, queued
+ * until the reliability layer's window lets them go, kept by it until
+ * acknowledged, and sent again when it says so. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/clock.h"
+#include "dpdk_tl.h"
+
+/* A peer backed up this far makes eager sends wait (-EAGAIN): the engine
+ * retries them in order rather than letting memory grow. */
+#define TXQ_MAX_PKTS 4096u
+
+static struct dpdk_pkt *pkt_new(struct xpi_dpdk_tl *t)
+{
+	struct dpdk_pkt *k = t->free_pkts;
+	if (k != NULL) {
+		t->free_pkts = (struct dpdk_pkt *)k->m;
+		return k;
+	}
+	return malloc(sizeof(*k));
+}
+
+static void pkt_free(struct xpi_dpdk_tl *t, struct dpdk_pkt *k)
+{
+	k->m = (struct dpdk_txmsg *)t->free_pkts;
+	t->free_pkts = k;
+}
+
+static uint32_t queued_pkts(const struct dpdk_peer *pr)
+{
+	return pr->nqueued;
+}
+
+int dpdk_queue_frame(struct dpdk_peer *pr, const struct xpi_frame *f, const void *payload,
+		     struct dpdk_rndv_tx *window, const uint8_t *window_bytes)
+{
+	struct xpi_dpdk_tl *t = pr->t;
+	if (pr->dead)
+		return -ECONNRESET;
+	/* DATA: the header alone in the first datagram, then the window's
+	 * bytes straight from the send buffer. Others: header and payload
+	 * copied together, so a short message is one datagram. */
+	uint32_t head = XPI_FRAME_HDR_LEN + (window != NULL ? 0 : f->payload_len);
+	uint32_t body = window != NULL ? (uint32_t)f->msg_len : 0;
+	uint32_t npkts =
+		(head + XPI_DPDK_MSS - 1) / XPI_DPDK_MSS + (body + XPI_DPDK_MSS - 1) / XPI_DPDK_MSS;
+	if (window == NULL && queued_pkts(pr) + npkts > TXQ_MAX_PKTS)
+		return -EAGAIN;
+	struct dpdk_txmsg *m = malloc(sizeof(*m) + head);
+	if (m == NULL)
+		return -ENOMEM;
+	*m = (struct dpdk_txmsg){
+		.refs = npkts,
+		.len = head + body,
+		.head = head,
+		.window = window,
+		.payload = window_bytes,
+	};
+	struct xpi_frame fr = *f;
+	fr.credit = t->ctx->peers[pr->rank].eager_returned;
+	pr->credit_told = fr.credit;
+	xpi_frame_pack(&fr, m->bytes);
+	if (window == NULL && f->payload_len != 0)
+		memcpy(m->bytes + XPI_FRAME_HDR_LEN, payload, f->payload_len);
+
+	struct xpi_dlink list;
+	xpi_dlist_init(&list);
+	uint32_t off = 0;
+	for (uint32_t i = 0; i < npkts; i++) {
+		struct dpdk_pkt *k = pkt_new(t);
+		if (k == NULL) {
+			struct xpi_dlink *l;
+			while ((l = xpi_dlist_pop_head(&list)) != NULL)
+				pkt_free(t, xpi_container_of(l, struct dpdk_pkt, link));
+			free(m);
+			return -ENOMEM;
+		}
+		/* Pieces never straddle the header and a window's bytes. */
+		uint32_t end = off < head ? head : head + body;
+		k->m = m;
+		k->off = off;
+		k->len = end - off < XPI_DPDK_MSS ? end - off : XPI_DPDK_MSS;
+		off += k->len;
+		xpi_dlist_push_tail(&list, &k->link);
+	}
+	struct xpi_dlink *l;
+	while ((l = xpi_dlist_pop_head(&list)) != NULL)
+		xpi_dlist_push_tail(&pr->txq, l);
+	pr->nqueued += npkts;
+	t->backlog = true;
+	if (!t->in_rx)
+		dpdk_pump(pr);
+	return 0;
+}
+
+/* Sends datagram @k numbered @psn, with our acknowledgement of the other
+ * direction riding on it. */
+static int send_pkt(struct dpdk_peer *pr, const struct dpdk_pkt *k, uint32_t psn)
+{
+	struct xpi_dpdk_tl *t = pr->t;
+	const struct dpdk_txmsg *m = k->m;
+	struct xpi_dgram_hdr h = {
+		.type = XPI_DGRAM_DATA,
+		.src_rank = (uint32_t)t->ctx->rank,
+		.dst_rank = (uint32_t)pr->rank,
+		.epoch = t->epoch,
+		.psn = psn,
+		.msg_len = m->len,
+		.frag_off = k->off,
+	};
+	xpi_rel_rx_ack_fields(&pr->rx, &h.ack, &h.sack, &h.credit);
+	const uint8_t *src = k->off < m->head ? m->bytes + k->off : m->payload + (k->off - m->head);
+	int rc = xpi_dpdk_send(t->port, pr->ip, pr->udp_port, &h, src, k->len);
+	if (rc == 0)
+		xpi_rel_rx_ack_sent(&pr->rx);
+	return rc;
+}
+
+void dpdk_pump(struct dpdk_peer *pr)
+{
+	if (pr->dead || xpi_dlist_empty(&pr->txq))
+		return;
+	int64_t now = xpi_now_ns();
+	while (!xpi_dlist_empty(&pr->txq) && xpi_rel_tx_room(&pr->tx) > 0) {
+		struct dpdk_pkt *k = xpi_container_of(pr->txq.next, struct dpdk_pkt, link);
+		if (send_pkt(pr, k, pr->tx.nxt) < 0)
+			break; /* a full ring, or the neighbour's address unknown yet: later */
+		xpi_dlist_remove(&k->link);
+		pr->nqueued--;
+		xpi_rel_tx_sent(&pr->tx, k, now);
+		pr->t->dirty = true;
+	}
+}
+
+void dpdk_send_ack(struct dpdk_peer *pr)
+{
+	struct xpi_dpdk_tl *t = pr->t;
+	struct xpi_dgram_hdr h = {
+		.type = XPI_DGRAM_ACK,
+		.src_rank = (uint32_t)t->ctx->rank,
+		.dst_rank = (uint32_t)pr->rank,
+		.epoch = t->epoch,
+	};
+	xpi_rel_rx_ack_fields(&pr->rx, &h.ack, &h.sack, &h.credit);
+	if (xpi_dpdk_send(t->port, pr->ip, pr->udp_port, &h, NULL, 0) == 0)
+		xpi_rel_rx_ack_sent(&pr->rx);
+}
+
+static int rel_resend(void *arg, void *pkt, uint32_t psn)
+{
+	return send_pkt(arg, pkt, psn);
+}
+
+/* A datagram is acknowledged (or dropped with its peer): the frame goes
+ * when its last one does, and a window of a send counts as delivered. */
+static void rel_release(void *arg, void *pkt)
+{
+	struct dpdk_peer *pr = arg;
+	struct dpdk_pkt *k = pkt;
+	struct dpdk_txmsg *m = k->m;
+	pkt_free(pr->t, k);
+	if (--m->refs != 0)
+		return;
+	if (m->window != NULL && !pr->dead)
+		dpdk_window_acked(pr, m->window, m->len - m->head);
+	free(m);
+}
+
+const struct xpi_rel_tx_ops dpdk_rel_tx_ops = {
+	.resend = rel_resend,
+	.release = rel_release,
+};
+
+void dpdk_drop_queue(struct dpdk_peer *pr)
+{
+	struct xpi_dlink *l;
+	while ((l = xpi_dlist_pop_head(&pr->txq)) != NULL)
+		rel_release(pr, xpi_container_of(l, struct dpdk_pkt, link));
+	pr->nqueued = 0;
+	xpi_rel_tx_drop_all(&pr->tx, &dpdk_rel_tx_ops, pr);
+}
