@@ -327,8 +327,10 @@ int xpi_dpdk_port_wait_link(struct xpi_dpdk_port *p, int timeout_ms)
 		if (now - start >= (int64_t)timeout_ms * 1000000)
 			return -ETIMEDOUT;
 		/* A memif client that found no server yet does not try again
-		 * by itself: a restart does. */
-		if (now - restarted >= 200 * 1000000LL) {
+		 * by itself: a restart does. Not sooner than a second: one
+		 * that interrupts a handshake under way may crash the server's
+		 * driver. */
+		if (now - restarted >= 1000 * 1000000LL) {
 			rte_eth_dev_stop(p->port_id);
 			(void)rte_eth_dev_start(p->port_id);
 			restarted = now;

@@ -289,19 +289,23 @@ static int dpdk_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 	uint8_t serving = 0, *servings = calloc((size_t)size, 1);
 	struct xpi_dpdk_tl *t = nwant > 0 ? tl_new(ctx) : NULL;
 	int rc = all != NULL && servings != NULL && (nwant == 0 || t != NULL) ? 0 : -ENOMEM;
+	/* Rank 0 first, then the others: a memif client connects only to a
+	 * server that listens, and restarting a client whose first try
+	 * failed races with the server's handshake (its driver may crash).
+	 * Rank 0 as the memif server, the order needs no restart at all. */
 	char why[256];
 	uint32_t ip = 0;
 	bool opened = false;
-	if (rc == 0 && t != NULL) {
-		opened = open_port(t, &ip, why, sizeof(why)) == 0;
-		if (!opened)
-			xpi_log(XPI_LOG_WARN,
-				"rank %d: dpdk: %s; its peers go over the next transport", me, why);
-	}
-	/* Every port opened before any waits for its link: a memif client
-	 * connects only to a server that is listening. */
-	if (rc == 0)
+	for (int wave = 0; rc == 0 && wave < 2; wave++) {
+		if (t != NULL && (me == 0) == (wave == 0)) {
+			opened = open_port(t, &ip, why, sizeof(why)) == 0;
+			if (!opened)
+				xpi_log(XPI_LOG_WARN,
+					"rank %d: dpdk: %s; its peers go over the next transport",
+					me, why);
+		}
 		rc = xpi_boot_barrier(boot);
+	}
 	if (rc == 0 && opened) {
 		int wait_ms = ctx->cfg.boot_timeout_ms < 10000 ? ctx->cfg.boot_timeout_ms : 10000;
 		if (xpi_dpdk_port_wait_link(t->port, wait_ms) == 0)
@@ -393,8 +397,8 @@ static void linger(struct xpi_dpdk_tl *t)
 			break;
 	}
 	xp_context_t *ctx = t->ctx;
-	if (t->all_ranks && ctx->boot != NULL && ctx->nfailed == 0)
-		(void)xpi_boot_barrier(ctx->boot);
+	t->close_in_turn = t->all_ranks && ctx->boot != NULL && ctx->nfailed == 0 &&
+			   xpi_boot_barrier(ctx->boot) == 0;
 }
 
 /* What the port and each pair's reliability saw: for XP_DEBUG=transport,
@@ -467,7 +471,16 @@ void dpdk_destroy(void *tlp)
 		dpdk_asm_reset(pr);
 	}
 	free(t->drop.held);
-	xpi_dpdk_port_close(t->port);
+	/* Rank 0 closes first, while the others wait in a barrier touching
+	 * nothing of their ports; then the others. A memif peer's driver
+	 * handles the other end's disconnect in its interrupt thread, which
+	 * crashed here when its own close ran at the same time. */
+	if (t->close_in_turn && ctx->rank == 0)
+		xpi_dpdk_port_close(t->port);
+	if (t->close_in_turn)
+		(void)xpi_boot_barrier(ctx->boot);
+	if (!t->close_in_turn || ctx->rank != 0)
+		xpi_dpdk_port_close(t->port);
 	while (t->free_pkts != NULL) {
 		struct dpdk_pkt *k = t->free_pkts;
 		t->free_pkts = (struct dpdk_pkt *)k->m;

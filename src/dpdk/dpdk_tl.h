@@ -152,6 +152,7 @@ struct xpi_dpdk_tl {
 	bool added;                 /* the context owns it (xpi_context_add_tl) */
 	bool all_ranks;             /* every rank of the job has this transport */
 	bool closing;               /* its end: nothing more goes to the engine */
+	bool close_in_turn;         /* every rank at its end: rank 0 closes its port first */
 	int nfailed_seen;           /* ctx->nfailed when last looked at */
 	struct dpdk_pkt *free_pkts; /* datagram records to reuse, linked by m */
 };

@@ -93,8 +93,12 @@ bridge)
 	ip -n "$ns" link set br0 up
 	eal=""
 	for ((i = 0; i < n; i++)); do
-		ip -n "$ns" link add "r$i" type veth peer name "s$i" 2>/dev/null ||
-			skip "cannot create a veth pair"
+		# DPDK's af_packet driver joins a PACKET_FANOUT group numbered
+		# (pid ^ ifindex) & 0xffff, and groups are per namespace: two
+		# ranks whose numbers meet fail to probe. Forked ranks' pids
+		# differ in the low bits; indices 4096 apart keep them apart.
+		ip -n "$ns" link add "r$i" index $((4096 * (i + 1))) type veth peer name "s$i" \
+			index $((4096 * (i + 1) + 1)) 2>/dev/null || skip "cannot create a veth pair"
 		ip -n "$ns" link set "s$i" master br0
 		ip -n "$ns" link set "s$i" up
 		ip -n "$ns" link set "r$i" up
