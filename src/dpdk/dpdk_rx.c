@@ -417,7 +417,7 @@ static void process(struct xpi_dpdk_tl *t, const struct xpi_rx_frame *f)
 	if (!pr->up || pr->dead || f->from.ip != pr->ip || f->from.port != pr->udp_port ||
 	    h->epoch != pr->epoch)
 		return;
-	int64_t now = xpi_now_ns();
+	int64_t now = dpdk_clock(t);
 	if (xpi_rel_tx_acked(&pr->tx, h->ack, h->sack, h->credit, now, &dpdk_rel_tx_ops, pr) < 0) {
 		protocol_error(pr, "acknowledged a datagram never sent");
 		return;

@@ -481,6 +481,7 @@ void dpdk_destroy(void *tlp)
 		(void)xpi_boot_barrier(ctx->boot);
 	if (!t->close_in_turn || ctx->rank != 0)
 		xpi_dpdk_port_close(t->port);
+	dpdk_txmsg_cache_free(t);
 	while (t->free_pkts != NULL) {
 		struct dpdk_pkt *k = t->free_pkts;
 		t->free_pkts = (struct dpdk_pkt *)k->m;

@@ -363,10 +363,12 @@ void dpdk_service(struct xpi_dpdk_tl *t, int64_t now)
 	}
 	t->dirty = false;
 	t->backlog = backlog;
-	if (next != INT64_MAX)
+	if (next == INT64_MAX) {
+		if (t->timer.heap_pos != 0)
+			xpi_timer_cancel(t->ctx, &t->timer);
+	} else if (t->timer.heap_pos == 0 || t->timer.deadline_ns != next) {
 		(void)xpi_timer_arm(t->ctx, &t->timer, next);
-	else if (t->timer.heap_pos != 0)
-		xpi_timer_cancel(t->ctx, &t->timer);
+	}
 }
 
 void dpdk_timer_fire(struct xp_context *ctx, struct xpi_timer *timer)
@@ -379,6 +381,10 @@ void dpdk_timer_fire(struct xp_context *ctx, struct xpi_timer *timer)
 static int dpdk_progress(void *tlp)
 {
 	struct xpi_dpdk_tl *t = tlp;
+	/* One clock read for a whole burst and the service after it (the
+	 * first datagram reads it: dpdk_clock), none in an idle round. */
+	t->now_valid = false;
+	t->in_progress = true;
 	t->in_rx = true;
 	int n = xpi_dpdk_poll(t->port, (uint32_t)t->npeers, dpdk_rx_frame, t);
 	if (n == 0 && t->drop.held != NULL)
@@ -392,7 +398,8 @@ static int dpdk_progress(void *tlp)
 	 * the window let go goes out, acknowledgements due go, and the timer
 	 * moves to the new earliest deadline. */
 	if (n > 0 || t->backlog || t->dirty)
-		dpdk_service(t, xpi_now_ns());
+		dpdk_service(t, dpdk_clock(t));
+	t->in_progress = false;
 	return n;
 }
 

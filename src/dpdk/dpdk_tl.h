@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../core/clock.h"
 #include "../core/dlist.h"
 #include "../core/engine.h"
 #include "../core/wire.h"
@@ -146,16 +147,34 @@ struct xpi_dpdk_tl {
 	uint64_t credit_seen;
 	struct xpi_timer timer;
 	struct dpdk_drop drop;
-	bool dirty;                 /* state changed: the timer's deadline is to be recomputed */
-	bool in_rx;                 /* inside the port's poll: sends wait for its end */
-	bool backlog;               /* some peer has datagrams queued */
-	bool added;                 /* the context owns it (xpi_context_add_tl) */
-	bool all_ranks;             /* every rank of the job has this transport */
-	bool closing;               /* its end: nothing more goes to the engine */
-	bool close_in_turn;         /* every rank at its end: rank 0 closes its port first */
-	int nfailed_seen;           /* ctx->nfailed when last looked at */
-	struct dpdk_pkt *free_pkts; /* datagram records to reuse, linked by m */
+	bool dirty;     /* state changed: the timer's deadline is to be recomputed */
+	bool in_rx;     /* inside the port's poll: sends wait for its end */
+	bool backlog;   /* some peer has datagrams queued */
+	bool added;     /* the context owns it (xpi_context_add_tl) */
+	bool all_ranks; /* every rank of the job has this transport */
+	bool closing;   /* its end: nothing more goes to the engine */
+	int64_t now;    /* the clock, read once per progress round that needs it */
+	bool now_valid; /* read in this round */
+	bool in_progress;
+	int nasks;                     /* sends whose withdrawal was asked and not yet answered */
+	bool close_in_turn;            /* every rank at its end: rank 0 closes its port first */
+	int nfailed_seen;              /* ctx->nfailed when last looked at */
+	struct dpdk_pkt *free_pkts;    /* datagram records to reuse, linked by m */
+	struct dpdk_txmsg *free_small; /* short frames' blocks to reuse, linked by payload */
+	uint32_t nfree_small;
 };
+
+/* The clock of this progress round, read once (outside one: read now). */
+static inline int64_t dpdk_clock(struct xpi_dpdk_tl *t)
+{
+	if (!t->in_progress)
+		return xpi_now_ns();
+	if (!t->now_valid) {
+		t->now = xpi_now_ns();
+		t->now_valid = true;
+	}
+	return t->now;
+}
 
 /* dpdk_tx.c */
 int dpdk_queue_frame(struct dpdk_peer *pr, const struct xpi_frame *f, const void *payload,
@@ -164,6 +183,7 @@ void dpdk_pump(struct dpdk_peer *pr);
 void dpdk_send_ack(struct dpdk_peer *pr);
 extern const struct xpi_rel_tx_ops dpdk_rel_tx_ops;
 void dpdk_drop_queue(struct dpdk_peer *pr);
+void dpdk_txmsg_cache_free(struct xpi_dpdk_tl *t);
 
 /* dpdk_rx.c */
 void dpdk_rx_frame(void *arg, const struct xpi_rx_frame *f);

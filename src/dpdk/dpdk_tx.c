@@ -29,6 +29,43 @@ static void pkt_free(struct xpi_dpdk_tl *t, struct dpdk_pkt *k)
 	t->free_pkts = k;
 }
 
+/* Frames of at most SMALL_HEAD bytes (control frames, short messages: the
+ * latency path) come from a list of blocks of that size, not malloc. */
+#define SMALL_HEAD 256u
+#define SMALL_KEEP 1024u
+
+static struct dpdk_txmsg *txmsg_new(struct xpi_dpdk_tl *t, uint32_t head)
+{
+	if (head <= SMALL_HEAD && t->free_small != NULL) {
+		struct dpdk_txmsg *m = t->free_small;
+		t->free_small = (struct dpdk_txmsg *)m->payload;
+		t->nfree_small--;
+		return m;
+	}
+	return malloc(sizeof(struct dpdk_txmsg) + (head <= SMALL_HEAD ? SMALL_HEAD : head));
+}
+
+static void txmsg_free(struct xpi_dpdk_tl *t, struct dpdk_txmsg *m)
+{
+	if (m->head <= SMALL_HEAD && t->nfree_small < SMALL_KEEP) {
+		m->payload = (const uint8_t *)t->free_small;
+		t->free_small = m;
+		t->nfree_small++;
+		return;
+	}
+	free(m);
+}
+
+void dpdk_txmsg_cache_free(struct xpi_dpdk_tl *t)
+{
+	while (t->free_small != NULL) {
+		struct dpdk_txmsg *m = t->free_small;
+		t->free_small = (struct dpdk_txmsg *)m->payload;
+		free(m);
+	}
+	t->nfree_small = 0;
+}
+
 static uint32_t queued_pkts(const struct dpdk_peer *pr)
 {
 	return pr->nqueued;
@@ -49,7 +86,7 @@ int dpdk_queue_frame(struct dpdk_peer *pr, const struct xpi_frame *f, const void
 		(head + XPI_DPDK_MSS - 1) / XPI_DPDK_MSS + (body + XPI_DPDK_MSS - 1) / XPI_DPDK_MSS;
 	if (window == NULL && queued_pkts(pr) + npkts > TXQ_MAX_PKTS)
 		return -EAGAIN;
-	struct dpdk_txmsg *m = malloc(sizeof(*m) + head);
+	struct dpdk_txmsg *m = txmsg_new(t, head);
 	if (m == NULL)
 		return -ENOMEM;
 	*m = (struct dpdk_txmsg){
@@ -75,7 +112,8 @@ int dpdk_queue_frame(struct dpdk_peer *pr, const struct xpi_frame *f, const void
 			struct xpi_dlink *l;
 			while ((l = xpi_dlist_pop_head(&list)) != NULL)
 				pkt_free(t, xpi_container_of(l, struct dpdk_pkt, link));
-			free(m);
+			m->head = head;
+			txmsg_free(t, m);
 			return -ENOMEM;
 		}
 		/* Pieces never straddle the header and a window's bytes. */
@@ -123,7 +161,7 @@ void dpdk_pump(struct dpdk_peer *pr)
 {
 	if (pr->dead || xpi_dlist_empty(&pr->txq))
 		return;
-	int64_t now = xpi_now_ns();
+	int64_t now = dpdk_clock(pr->t);
 	while (!xpi_dlist_empty(&pr->txq) && xpi_rel_tx_room(&pr->tx) > 0) {
 		struct dpdk_pkt *k = xpi_container_of(pr->txq.next, struct dpdk_pkt, link);
 		if (send_pkt(pr, k, pr->tx.nxt) < 0)
@@ -166,7 +204,7 @@ static void rel_release(void *arg, void *pkt)
 		return;
 	if (m->window != NULL && !pr->dead)
 		dpdk_window_acked(pr, m->window, m->len - m->head);
-	free(m);
+	txmsg_free(pr->t, m);
 }
 
 const struct xpi_rel_tx_ops dpdk_rel_tx_ops = {
