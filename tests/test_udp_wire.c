@@ -28,6 +28,33 @@ static void test_rfc1071(void)
 	T_EQ(xpi_csum_fold(xpi_csum_add(0, c, sizeof(c))), 0x1234 + 0x5600);
 }
 
+/* The word-at-a-time sum against the definition, 16-bit big-endian words
+ * one by one, at every length and alignment up to a jumbo frame's. */
+static void test_csum_against_definition(void)
+{
+	static uint8_t buf[9100];
+	uint32_t x = 12345;
+	for (size_t i = 0; i < sizeof(buf); i++) {
+		x = x * 1103515245u + 12345u;
+		buf[i] = (uint8_t)(x >> 16);
+	}
+	for (size_t off = 0; off < 8; off++)
+		for (size_t len = 0; len + off <= sizeof(buf); len += len < 80 ? 1 : 97) {
+			uint64_t s = 7;
+			size_t i = 0;
+			for (; i + 1 < len; i += 2)
+				s += (uint32_t)buf[off + i] << 8 | buf[off + i + 1];
+			if (i < len)
+				s += (uint32_t)buf[off + i] << 8;
+			while (s >> 16)
+				s = (s & 0xffff) + (s >> 16);
+			T_EQ(xpi_csum_fold(xpi_csum_add(7, buf + off, len)), (uint16_t)s);
+		}
+	/* All ones: the largest sums, the most carries. */
+	memset(buf, 0xff, sizeof(buf));
+	T_EQ(xpi_csum_fold(xpi_csum_add(0xffffffffu, buf, sizeof(buf))), 0xffff);
+}
+
 static void test_data_roundtrip(void)
 {
 	uint8_t frame[2048], payload[1000];
@@ -162,6 +189,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	T_RUN(test_rfc1071);
+	T_RUN(test_csum_against_definition);
 	T_RUN(test_data_roundtrip);
 	T_RUN(test_ack_and_arp);
 	test_corpus(argv[1]);

@@ -13,17 +13,41 @@
 #define IPV4_DF 0x4000u
 #define IPV4_FRAG_MASK 0x3fffu /* MF and the offset: a fragment */
 
+/*
+ * RFC 1071's sum, eight bytes at a time: the ones' complement sum does not
+ * depend on byte order (RFC 1071 2(B)), so the words are added as the CPU
+ * loads them and the folded result swapped once into network order, where
+ * adding big-endian 16-bit words one by one cost a quarter of a
+ * microsecond per 1424-byte datagram, on each side. Each 64-bit load goes
+ * in as two 32-bit halves, so the 64-bit accumulator cannot overflow below
+ * 2^32 words.
+ */
 uint32_t xpi_csum_add(uint32_t sum, const uint8_t *p, size_t len)
 {
-	uint64_t s = sum;
+	uint64_t s = 0;
 	size_t i = 0;
-	for (; i + 1 < len; i += 2)
-		s += get_be16(p + i);
+	for (; i + 8 <= len; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		s += (w & 0xffffffffu) + (w >> 32);
+	}
+	for (; i + 2 <= len; i += 2) {
+		uint16_t w;
+		memcpy(&w, p + i, 2);
+		s += w;
+	}
+	while (s >> 16)
+		s = (s & 0xffffu) + (s >> 16);
+	uint32_t be = (uint32_t)s;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	be = (be >> 8 | be << 8) & 0xffffu;
+#endif
+	uint64_t t = (uint64_t)sum + be;
 	if (i < len)
-		s += (uint32_t)p[i] << 8; /* an odd last byte, padded with zero */
-	while (s >> 32)
-		s = (s & 0xffffffffu) + (s >> 32);
-	return (uint32_t)s;
+		t += (uint32_t)p[i] << 8; /* an odd last byte, padded with zero */
+	while (t >> 32)
+		t = (t & 0xffffffffu) + (t >> 32);
+	return (uint32_t)t;
 }
 
 uint16_t xpi_csum_fold(uint32_t sum)
