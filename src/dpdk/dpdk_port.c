@@ -42,6 +42,7 @@ struct xpi_dpdk_port {
 	uint16_t ip_id;
 	struct neighbour neigh[MAX_NEIGH];
 	unsigned nneigh;
+	bool tx_csum, rx_csum; /* the device computes / verifies IPv4 and UDP checksums */
 	struct xpi_dpdk_stats st;
 };
 
@@ -240,6 +241,17 @@ static int port_setup(struct xpi_dpdk_port *p, char *why, size_t n)
 			    rte_strerror(rte_errno));
 	struct rte_eth_conf conf;
 	memset(&conf, 0, sizeof(conf));
+	/* Checksums in the device where it can do both, in software where not
+	 * (memif and af_packet cannot; tap and most NICs can). */
+	struct rte_eth_dev_info info;
+	if (rte_eth_dev_info_get(id, &info) == 0) {
+		const uint64_t tx = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+		const uint64_t rx = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+		p->tx_csum = (info.tx_offload_capa & tx) == tx;
+		p->rx_csum = (info.rx_offload_capa & rx) == rx;
+		conf.txmode.offloads = p->tx_csum ? tx : 0;
+		conf.rxmode.offloads = p->rx_csum ? rx : 0;
+	}
 	int rc = rte_eth_dev_configure(id, 1, 1, &conf);
 	if (rc < 0)
 		return fail(why, n, dpdk_err(rc), "rte_eth_dev_configure(port %u): %s", id,
@@ -347,6 +359,8 @@ void xpi_dpdk_port_mac(const struct xpi_dpdk_port *p, uint8_t mac[6])
 void xpi_dpdk_stats(const struct xpi_dpdk_port *p, struct xpi_dpdk_stats *st)
 {
 	*st = p->st;
+	st->tx_csum_offload = p->tx_csum;
+	st->rx_csum_offload = p->rx_csum;
 }
 
 /* Transmits one frame of @len bytes that @build writes; 0 or -EAGAIN. */
@@ -403,10 +417,17 @@ int xpi_dpdk_send(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
 	uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)frame);
 	struct xpi_udp_addr to = { .ip = ip, .port = port };
 	memcpy(to.mac, e->mac, 6);
-	int rc = xpi_dgram_build(d, frame, &p->me, &to, p->ip_id++, h, payload, len);
+	int rc = xpi_dgram_build_flags(d, frame, &p->me, &to, p->ip_id++, h, payload, len,
+				       p->tx_csum ? XPI_BUILD_CSUM_OFFLOAD : 0);
 	if (rc < 0) {
 		rte_pktmbuf_free(m);
 		return rc;
+	}
+	if (p->tx_csum) {
+		m->ol_flags |=
+			RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
+		m->l2_len = XPI_ETH_HDR_LEN;
+		m->l3_len = XPI_IPV4_HDR_LEN;
 	}
 	return tx_frame(p, m);
 }
@@ -439,9 +460,19 @@ int xpi_dpdk_poll(struct xpi_dpdk_port *p, uint32_t nranks,
 		p->st.rx_frames++;
 		struct xpi_rx_frame f;
 		const char *why = "a frame in more than one buffer";
-		int rc = m->nb_segs == 1 ? xpi_rx_frame_parse(rte_pktmbuf_mtod(m, const uint8_t *),
-							      m->data_len, nranks, &f, &why) :
-					   -EPROTO;
+		/* Checksums the device says are good are not summed again; one
+		 * it says is bad, or did not look at, is checked in software. */
+		unsigned flags = 0;
+		if (p->rx_csum &&
+		    (m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD &&
+		    (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD) {
+			flags = XPI_PARSE_CSUM_CHECKED;
+			p->st.rx_csum_offloaded++;
+		}
+		int rc = m->nb_segs == 1 ?
+				 xpi_rx_frame_parse_flags(rte_pktmbuf_mtod(m, const uint8_t *),
+							  m->data_len, nranks, flags, &f, &why) :
+				 -EPROTO;
 		if (rc == -EPROTO) {
 			p->st.rx_bad++;
 			p->st.rx_bad_why = why;

@@ -38,6 +38,10 @@ struct xpi_dpdk_stats {
 	uint64_t rx_frames, rx_dgrams, rx_bad, rx_other, tx_frames, tx_full;
 	uint64_t arp_answered, arp_asked, arp_learned;
 	const char *rx_bad_why; /* the last refusal */
+	/* The device computes our checksums / verifies theirs; frames it
+	 * said were good (not summed again in software). */
+	bool tx_csum_offload, rx_csum_offload;
+	uint64_t rx_csum_offloaded;
 };
 
 /*

@@ -135,6 +135,13 @@ int xpi_dgram_hdr_parse(const uint8_t *p, size_t n, uint32_t nranks, struct xpi_
 int xpi_rx_frame_parse(const uint8_t *buf, size_t len, uint32_t nranks, struct xpi_rx_frame *out,
 		       const char **why)
 {
+	return xpi_rx_frame_parse_flags(buf, len, nranks, 0, out, why);
+}
+
+int xpi_rx_frame_parse_flags(const uint8_t *buf, size_t len, uint32_t nranks, unsigned flags,
+			     struct xpi_rx_frame *out, const char **why)
+{
+	bool checked = (flags & XPI_PARSE_CSUM_CHECKED) != 0;
 	if (len < XPI_ETH_HDR_LEN)
 		return refuse(why, "truncated Ethernet header");
 	memset(out, 0, sizeof(*out));
@@ -159,7 +166,7 @@ int xpi_rx_frame_parse(const uint8_t *buf, size_t len, uint32_t nranks, struct x
 		return refuse(why, "IPv4 total length outside the frame");
 	if (get_be16(ip + 6) & IPV4_FRAG_MASK)
 		return refuse(why, "IPv4 fragment (xport sends none)");
-	if (xpi_csum_fold(xpi_csum_add(0, ip, ihl)) != 0xffff)
+	if (!checked && xpi_csum_fold(xpi_csum_add(0, ip, ihl)) != 0xffff)
 		return refuse(why, "bad IPv4 header checksum");
 	if (ip[9] != IP_PROTO_UDP)
 		return -ENOENT;
@@ -173,7 +180,7 @@ int xpi_rx_frame_parse(const uint8_t *buf, size_t len, uint32_t nranks, struct x
 		return refuse(why, "truncated UDP header");
 	if (get_be16(udp + 4) != udp_len)
 		return refuse(why, "UDP length disagreeing with IPv4's");
-	if (get_be16(udp + 6) != 0 && /* 0: the sender computed none (IPv4 allows it) */
+	if (!checked && get_be16(udp + 6) != 0 && /* 0: the sender computed none (IPv4 allows it) */
 	    xpi_csum_fold(xpi_csum_add(pseudo_sum(out->from.ip, out->to.ip, (uint16_t)udp_len), udp,
 				       udp_len)) != 0xffff)
 		return refuse(why, "bad UDP checksum");
@@ -223,6 +230,14 @@ int xpi_dgram_build(uint8_t *buf, size_t cap, const struct xpi_udp_addr *src,
 		    const struct xpi_udp_addr *dst, uint16_t ip_id, const struct xpi_dgram_hdr *h,
 		    const void *payload, size_t payload_len)
 {
+	return xpi_dgram_build_flags(buf, cap, src, dst, ip_id, h, payload, payload_len, 0);
+}
+
+int xpi_dgram_build_flags(uint8_t *buf, size_t cap, const struct xpi_udp_addr *src,
+			  const struct xpi_udp_addr *dst, uint16_t ip_id,
+			  const struct xpi_dgram_hdr *h, const void *payload, size_t payload_len,
+			  unsigned flags)
+{
 	size_t ip_total = XPI_IPV4_HDR_LEN + XPI_UDP_HDR_LEN + XPI_DGRAM_HDR_LEN + payload_len;
 	if (payload_len > IPV4_MAX_TOTAL || ip_total > IPV4_MAX_TOTAL ||
 	    XPI_ETH_HDR_LEN + ip_total > cap)
@@ -241,7 +256,9 @@ int xpi_dgram_build(uint8_t *buf, size_t cap, const struct xpi_udp_addr *src,
 	put_be16(ip + 10, 0);
 	put_be32(ip + 12, src->ip);
 	put_be32(ip + 16, dst->ip);
-	put_be16(ip + 10, (uint16_t)~xpi_csum_fold(xpi_csum_add(0, ip, XPI_IPV4_HDR_LEN)));
+	bool offload = (flags & XPI_BUILD_CSUM_OFFLOAD) != 0;
+	if (!offload)
+		put_be16(ip + 10, (uint16_t)~xpi_csum_fold(xpi_csum_add(0, ip, XPI_IPV4_HDR_LEN)));
 	uint8_t *udp = ip + XPI_IPV4_HDR_LEN;
 	uint16_t udp_len = (uint16_t)(ip_total - XPI_IPV4_HDR_LEN);
 	put_be16(udp, src->port);
@@ -252,6 +269,11 @@ int xpi_dgram_build(uint8_t *buf, size_t cap, const struct xpi_udp_addr *src,
 	xpi_dgram_hdr_pack(h, d);
 	if (payload_len != 0)
 		memcpy(d + XPI_DGRAM_HDR_LEN, payload, payload_len);
+	if (offload) {
+		/* The device finishes it from the pseudo-header's sum. */
+		put_be16(udp + 6, xpi_csum_fold(pseudo_sum(src->ip, dst->ip, udp_len)));
+		return (int)(XPI_ETH_HDR_LEN + ip_total);
+	}
 	uint16_t c = (uint16_t)~xpi_csum_fold(
 		xpi_csum_add(pseudo_sum(src->ip, dst->ip, udp_len), udp, udp_len));
 	put_be16(udp + 6, c != 0 ? c : 0xffff); /* 0 would mean "none" (RFC 768) */

@@ -105,6 +105,13 @@ struct xpi_rx_frame {
 int xpi_rx_frame_parse(const uint8_t *buf, size_t len, uint32_t nranks, struct xpi_rx_frame *out,
 		       const char **why);
 
+/* The same for a frame whose IPv4 and UDP checksums the device verified
+ * (XPI_PARSE_CSUM_CHECKED: they are not computed again); every other
+ * check stays. */
+#define XPI_PARSE_CSUM_CHECKED 0x1u
+int xpi_rx_frame_parse_flags(const uint8_t *buf, size_t len, uint32_t nranks, unsigned flags,
+			     struct xpi_rx_frame *out, const char **why);
+
 /* Our header alone, for a kernel UDP socket's datagrams (the tests' peer):
  * packs @h into @out; parses @p[0, @n) (header and payload) into *@h, as
  * xpi_rx_frame_parse does after UDP. 0, or -EPROTO with *@why set. */
@@ -126,6 +133,15 @@ bool xpi_dgram_hdr_same(const struct xpi_dgram_hdr *a, const struct xpi_dgram_hd
 int xpi_dgram_build(uint8_t *buf, size_t cap, const struct xpi_udp_addr *src,
 		    const struct xpi_udp_addr *dst, uint16_t ip_id, const struct xpi_dgram_hdr *h,
 		    const void *payload, size_t payload_len);
+
+/* The same, for a device that computes both checksums
+ * (XPI_BUILD_CSUM_OFFLOAD): the IPv4 checksum is left 0 and the UDP one
+ * holds the pseudo-header's sum, as DPDK's offloads expect. */
+#define XPI_BUILD_CSUM_OFFLOAD 0x1u
+int xpi_dgram_build_flags(uint8_t *buf, size_t cap, const struct xpi_udp_addr *src,
+			  const struct xpi_udp_addr *dst, uint16_t ip_id,
+			  const struct xpi_dgram_hdr *h, const void *payload, size_t payload_len,
+			  unsigned flags);
 
 /* Writes a 42-byte Ethernet frame carrying @a (a request goes to the
  * broadcast address, a reply to a->tha) into @buf. Returns 42, or
