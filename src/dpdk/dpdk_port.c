@@ -43,6 +43,7 @@ struct xpi_dpdk_port {
 	struct neighbour neigh[MAX_NEIGH];
 	unsigned nneigh;
 	bool tx_csum, rx_csum; /* the device computes / verifies IPv4 and UDP checksums */
+	bool zc;               /* it takes chained frames and virtual addresses */
 	struct xpi_dpdk_stats st;
 };
 
@@ -251,6 +252,10 @@ static int port_setup(struct xpi_dpdk_port *p, char *why, size_t n)
 		p->rx_csum = (info.rx_offload_capa & rx) == rx;
 		conf.txmode.offloads = p->tx_csum ? tx : 0;
 		conf.rxmode.offloads = p->rx_csum ? rx : 0;
+		p->zc = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0 &&
+			rte_eal_iova_mode() == RTE_IOVA_VA;
+		if (p->zc)
+			conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
 	}
 	int rc = rte_eth_dev_configure(id, 1, 1, &conf);
 	if (rc < 0)
@@ -360,6 +365,7 @@ void xpi_dpdk_stats(const struct xpi_dpdk_port *p, struct xpi_dpdk_stats *st)
 {
 	*st = p->st;
 	st->tx_csum_offload = p->tx_csum;
+	st->tx_zc_ok = p->zc;
 	st->rx_csum_offload = p->rx_csum;
 }
 
@@ -429,6 +435,91 @@ int xpi_dpdk_send(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
 		m->l2_len = XPI_ETH_HDR_LEN;
 		m->l3_len = XPI_IPV4_HDR_LEN;
 	}
+	return tx_frame(p, m);
+}
+
+struct zc_impl {
+	struct rte_mbuf_ext_shared_info sh;
+	void (*done)(void *arg);
+	void *arg;
+};
+_Static_assert(sizeof(struct zc_impl) <= sizeof(struct xpi_dpdk_zc), "xpi_dpdk_zc too small");
+
+bool xpi_dpdk_zc_ok(const struct xpi_dpdk_port *p)
+{
+	return p->zc;
+}
+
+/* The device let go of the last piece (DPDK's free callback), or the
+ * caller dropped its reference last. */
+static void zc_free_cb(void *addr, void *opaque)
+{
+	(void)addr;
+	struct zc_impl *z = opaque;
+	z->done(z->arg);
+}
+
+void xpi_dpdk_zc_init(struct xpi_dpdk_zc *zc, void (*done)(void *arg), void *arg)
+{
+	struct zc_impl *z = (struct zc_impl *)zc;
+	z->sh.free_cb = zc_free_cb;
+	z->sh.fcb_opaque = z;
+	rte_mbuf_ext_refcnt_set(&z->sh, 1); /* the caller's */
+	z->done = done;
+	z->arg = arg;
+}
+
+void xpi_dpdk_zc_put(struct xpi_dpdk_zc *zc)
+{
+	struct zc_impl *z = (struct zc_impl *)zc;
+	if (rte_mbuf_ext_refcnt_update(&z->sh, -1) == 0)
+		z->done(z->arg);
+}
+
+int xpi_dpdk_send_zc(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
+		     const struct xpi_dgram_hdr *h, const void *payload, size_t len,
+		     struct xpi_dpdk_zc *zc)
+{
+	struct neighbour *e = neigh_find(p, ip);
+	if (!p->zc || e == NULL || !e->known || len == 0 || len > UINT16_MAX)
+		return xpi_dpdk_send(p, ip, port, h, payload, len);
+	struct zc_impl *z = (struct zc_impl *)zc;
+	struct rte_mbuf *m = rte_pktmbuf_alloc(p->pool);
+	struct rte_mbuf *body = m != NULL ? rte_pktmbuf_alloc(p->pool) : NULL;
+	if (body == NULL) {
+		rte_pktmbuf_free(m);
+		return -EAGAIN;
+	}
+	uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, XPI_DGRAM_OVERHEAD);
+	struct xpi_udp_addr to = { .ip = ip, .port = port };
+	memcpy(to.mac, e->mac, 6);
+	unsigned flags = XPI_BUILD_HEADERS_ONLY | (p->tx_csum ? XPI_BUILD_CSUM_OFFLOAD : 0);
+	int rc = d == NULL ? -EMSGSIZE :
+			     xpi_dgram_build_flags(d, XPI_DGRAM_OVERHEAD, &p->me, &to, p->ip_id++,
+						   h, payload, len, flags);
+	if (rc < 0) {
+		rte_pktmbuf_free(m);
+		rte_pktmbuf_free(body);
+		return rc;
+	}
+	/* The device's reference, dropped when it frees the buffer. */
+	rte_mbuf_ext_refcnt_update(&z->sh, 1);
+	rte_pktmbuf_attach_extbuf(body, (void *)(uintptr_t)payload, (rte_iova_t)(uintptr_t)payload,
+				  (uint16_t)len, &z->sh);
+	body->data_len = (uint16_t)len;
+	body->pkt_len = (uint32_t)len;
+	if (rte_pktmbuf_chain(m, body) != 0) {
+		rte_pktmbuf_free(m);
+		rte_pktmbuf_free(body); /* drops the reference taken above */
+		return -EAGAIN;
+	}
+	if (p->tx_csum) {
+		m->ol_flags |=
+			RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
+		m->l2_len = XPI_ETH_HDR_LEN;
+		m->l3_len = XPI_IPV4_HDR_LEN;
+	}
+	p->st.tx_zc++;
 	return tx_frame(p, m);
 }
 

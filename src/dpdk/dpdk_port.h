@@ -12,6 +12,7 @@
 #ifndef XPI_DPDK_PORT_H
 #define XPI_DPDK_PORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,8 @@ struct xpi_dpdk_stats {
 	 * said were good (not summed again in software). */
 	bool tx_csum_offload, rx_csum_offload;
 	uint64_t rx_csum_offloaded;
+	bool tx_zc_ok;  /* zero-copy sends possible (xpi_dpdk_zc_ok) */
+	uint64_t tx_zc; /* frames sent with their payload by reference */
 };
 
 /*
@@ -76,6 +79,32 @@ void xpi_dpdk_port_mac(const struct xpi_dpdk_port *p, uint8_t mac[6]);
  */
 int xpi_dpdk_send(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
 		  const struct xpi_dgram_hdr *h, const void *payload, size_t len);
+
+/*
+ * Zero-copy sends: the payload stays in the caller's memory and the port
+ * hands the device a reference to it (rte_pktmbuf_attach_extbuf), the
+ * frame's headers in a buffer of their own, chained in front. Only where
+ * the device takes frames in more than one buffer and addresses memory by
+ * its virtual address (IOVA as VA: virtual devices, and NICs bound to
+ * vfio with an IOMMU); elsewhere xpi_dpdk_zc_ok() says no and sends copy.
+ *
+ * One struct xpi_dpdk_zc tracks one region of the caller's memory (a
+ * rendezvous window): xpi_dpdk_zc_init() holds the caller's reference,
+ * each send of a piece of it adds the device's, and @done runs (once, on
+ * the owner's thread) when the caller has dropped its own (xpi_dpdk_zc_put)
+ * and the device has let go of every piece: only then may the memory be
+ * reused. The storage is the caller's and must stay put until @done.
+ */
+struct xpi_dpdk_zc {
+	uint64_t opaque[6];
+};
+bool xpi_dpdk_zc_ok(const struct xpi_dpdk_port *p);
+void xpi_dpdk_zc_init(struct xpi_dpdk_zc *z, void (*done)(void *arg), void *arg);
+void xpi_dpdk_zc_put(struct xpi_dpdk_zc *z);
+/* As xpi_dpdk_send, @payload (inside @z's region) sent without a copy. */
+int xpi_dpdk_send_zc(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
+		     const struct xpi_dgram_hdr *h, const void *payload, size_t len,
+		     struct xpi_dpdk_zc *z);
 
 /*
  * Receives what has arrived: answers ARP requests for our address, learns

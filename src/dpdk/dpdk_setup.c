@@ -409,15 +409,17 @@ static void log_stats(const struct xpi_dpdk_tl *t)
 	xpi_dpdk_stats(t->port, &st);
 	xpi_log(XPI_LOG_INFO,
 		"rank %d: dpdk: frames in %llu (ours %llu, refused %llu%s%s), out %llu (ring full "
-		"%llu); arp answered %llu, asked %llu, learned %llu; XP_DPDK_DROP dropped %llu, "
-		"reordered %llu, duplicated %llu",
+		"%llu, by reference %llu%s); checksums %s; arp answered %llu, asked %llu, learned "
+		"%llu; XP_DPDK_DROP dropped %llu, reordered %llu, duplicated %llu",
 		t->ctx->rank, (unsigned long long)st.rx_frames, (unsigned long long)st.rx_dgrams,
 		(unsigned long long)st.rx_bad, st.rx_bad_why != NULL ? ": " : "",
 		st.rx_bad_why != NULL ? st.rx_bad_why : "", (unsigned long long)st.tx_frames,
-		(unsigned long long)st.tx_full, (unsigned long long)st.arp_answered,
-		(unsigned long long)st.arp_asked, (unsigned long long)st.arp_learned,
-		(unsigned long long)t->drop.dropped, (unsigned long long)t->drop.reordered,
-		(unsigned long long)t->drop.duplicated);
+		(unsigned long long)st.tx_full, (unsigned long long)st.tx_zc,
+		st.tx_zc_ok ? "" : ": the port copies",
+		st.tx_csum_offload ? "by the device" : "in software",
+		(unsigned long long)st.arp_answered, (unsigned long long)st.arp_asked,
+		(unsigned long long)st.arp_learned, (unsigned long long)t->drop.dropped,
+		(unsigned long long)t->drop.reordered, (unsigned long long)t->drop.duplicated);
 	for (int p = 0; p < t->npeers; p++) {
 		const struct dpdk_peer *pr = &t->peers[p];
 		if (!pr->up)

@@ -49,6 +49,9 @@
 /* Rendezvous windows: bytes per CTS, and how many are asked for at once. */
 #define XPI_DPDK_WINDOW (256u << 10)
 #define XPI_DPDK_WINDOWS_AHEAD 2u
+/* Windows this long or longer are sent without a copy where the port can:
+ * below it the chained buffer costs more than copying. */
+#define XPI_DPDK_ZC_MIN 4096u
 /* How long a withdrawal waits for the receiver's answer (as tcp's). */
 #define XPI_DPDK_ASK_GRACE_NS (20 * 1000000LL)
 
@@ -56,6 +59,12 @@
  * DATA the header and a pointer into the send's buffer. Freed when every
  * datagram of it has been acknowledged. */
 struct dpdk_txmsg {
+	struct dpdk_peer *peer;
+	/* DATA of XPI_DPDK_ZC_MIN bytes or more where the port allows it:
+	 * its pieces go to the device by reference (dpdk_port.h), and the
+	 * window counts as delivered only once the device let go of them. */
+	bool zc_on;
+	struct xpi_dpdk_zc zc;
 	uint32_t refs;               /* datagrams not yet acknowledged */
 	uint32_t len;                /* bytes of the frame: header and payload */
 	uint32_t head;               /* bytes in @bytes (the rest is at @payload) */

@@ -66,6 +66,17 @@ void dpdk_txmsg_cache_free(struct xpi_dpdk_tl *t)
 	t->nfree_small = 0;
 }
 
+/* A frame is done: every datagram acknowledged (or dropped with its peer)
+ * and, for one sent by reference, the device done with its memory. */
+static void txmsg_done(void *arg)
+{
+	struct dpdk_txmsg *m = arg;
+	struct dpdk_peer *pr = m->peer;
+	if (m->window != NULL && !pr->dead)
+		dpdk_window_acked(pr, m->window, m->len - m->head);
+	txmsg_free(pr->t, m);
+}
+
 static uint32_t queued_pkts(const struct dpdk_peer *pr)
 {
 	return pr->nqueued;
@@ -90,12 +101,17 @@ int dpdk_queue_frame(struct dpdk_peer *pr, const struct xpi_frame *f, const void
 	if (m == NULL)
 		return -ENOMEM;
 	*m = (struct dpdk_txmsg){
+		.peer = pr,
 		.refs = npkts,
 		.len = head + body,
 		.head = head,
 		.window = window,
 		.payload = window_bytes,
 	};
+	if (window != NULL && body >= XPI_DPDK_ZC_MIN && xpi_dpdk_zc_ok(t->port)) {
+		m->zc_on = true;
+		xpi_dpdk_zc_init(&m->zc, txmsg_done, m);
+	}
 	struct xpi_frame fr = *f;
 	fr.credit = t->ctx->peers[pr->rank].eager_returned;
 	pr->credit_told = fr.credit;
@@ -150,8 +166,16 @@ static int send_pkt(struct dpdk_peer *pr, const struct dpdk_pkt *k, uint32_t psn
 		.frag_off = k->off,
 	};
 	xpi_rel_rx_ack_fields(&pr->rx, &h.ack, &h.sack, &h.credit);
-	const uint8_t *src = k->off < m->head ? m->bytes + k->off : m->payload + (k->off - m->head);
-	int rc = xpi_dpdk_send(t->port, pr->ip, pr->udp_port, &h, src, k->len);
+	int rc;
+	if (k->off < m->head)
+		rc = xpi_dpdk_send(t->port, pr->ip, pr->udp_port, &h, m->bytes + k->off, k->len);
+	else if (m->zc_on) /* a window's bytes, by reference */
+		rc = xpi_dpdk_send_zc(t->port, pr->ip, pr->udp_port, &h,
+				      m->payload + (k->off - m->head), k->len,
+				      (struct xpi_dpdk_zc *)&m->zc);
+	else
+		rc = xpi_dpdk_send(t->port, pr->ip, pr->udp_port, &h,
+				   m->payload + (k->off - m->head), k->len);
 	if (rc == 0)
 		xpi_rel_rx_ack_sent(&pr->rx);
 	return rc;
@@ -202,9 +226,10 @@ static void rel_release(void *arg, void *pkt)
 	pkt_free(pr->t, k);
 	if (--m->refs != 0)
 		return;
-	if (m->window != NULL && !pr->dead)
-		dpdk_window_acked(pr, m->window, m->len - m->head);
-	txmsg_free(pr->t, m);
+	if (m->zc_on)
+		xpi_dpdk_zc_put(&m->zc); /* txmsg_done once the device let go too */
+	else
+		txmsg_done(m);
 }
 
 const struct xpi_rel_tx_ops dpdk_rel_tx_ops = {

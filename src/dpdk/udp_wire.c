@@ -239,8 +239,9 @@ int xpi_dgram_build_flags(uint8_t *buf, size_t cap, const struct xpi_udp_addr *s
 			  unsigned flags)
 {
 	size_t ip_total = XPI_IPV4_HDR_LEN + XPI_UDP_HDR_LEN + XPI_DGRAM_HDR_LEN + payload_len;
-	if (payload_len > IPV4_MAX_TOTAL || ip_total > IPV4_MAX_TOTAL ||
-	    XPI_ETH_HDR_LEN + ip_total > cap)
+	size_t need =
+		(flags & XPI_BUILD_HEADERS_ONLY) ? XPI_DGRAM_OVERHEAD : XPI_ETH_HDR_LEN + ip_total;
+	if (payload_len > IPV4_MAX_TOTAL || ip_total > IPV4_MAX_TOTAL || need > cap)
 		return -EMSGSIZE;
 	memcpy(buf, dst->mac, 6);
 	memcpy(buf + 6, src->mac, 6);
@@ -267,17 +268,23 @@ int xpi_dgram_build_flags(uint8_t *buf, size_t cap, const struct xpi_udp_addr *s
 	put_be16(udp + 6, 0);
 	uint8_t *d = udp + XPI_UDP_HDR_LEN;
 	xpi_dgram_hdr_pack(h, d);
-	if (payload_len != 0)
+	bool headers_only = (flags & XPI_BUILD_HEADERS_ONLY) != 0;
+	if (payload_len != 0 && !headers_only)
 		memcpy(d + XPI_DGRAM_HDR_LEN, payload, payload_len);
 	if (offload) {
 		/* The device finishes it from the pseudo-header's sum. */
 		put_be16(udp + 6, xpi_csum_fold(pseudo_sum(src->ip, dst->ip, udp_len)));
-		return (int)(XPI_ETH_HDR_LEN + ip_total);
+		return (int)(headers_only ? XPI_DGRAM_OVERHEAD : XPI_ETH_HDR_LEN + ip_total);
 	}
-	uint16_t c = (uint16_t)~xpi_csum_fold(
-		xpi_csum_add(pseudo_sum(src->ip, dst->ip, udp_len), udp, udp_len));
+	uint32_t sum = pseudo_sum(src->ip, dst->ip, udp_len);
+	if (headers_only) /* the payload is summed where it lies */
+		sum = xpi_csum_add(xpi_csum_add(sum, udp, XPI_UDP_HDR_LEN + XPI_DGRAM_HDR_LEN),
+				   payload, payload_len);
+	else
+		sum = xpi_csum_add(sum, udp, udp_len);
+	uint16_t c = (uint16_t)~xpi_csum_fold(sum);
 	put_be16(udp + 6, c != 0 ? c : 0xffff); /* 0 would mean "none" (RFC 768) */
-	return (int)(XPI_ETH_HDR_LEN + ip_total);
+	return (int)(headers_only ? XPI_DGRAM_OVERHEAD : XPI_ETH_HDR_LEN + ip_total);
 }
 
 int xpi_arp_build(uint8_t *buf, size_t cap, const struct xpi_arp *a)

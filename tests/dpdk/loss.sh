@@ -6,8 +6,9 @@
 # rank's receive path, since this kernel has no netem). The stream itself
 # checks that every message arrived once, in order and intact; this script
 # checks from the transport's own counters (XP_DEBUG=transport) that the
-# injection really happened on both ranks and that lost datagrams were
-# really sent again, so a knob that did nothing cannot pass.
+# injection really happened on both ranks, that lost datagrams were
+# really sent again, and that rendezvous windows went by reference (zero
+# copy), so a knob or a path that did nothing cannot pass.
 #
 #   tests/dpdk/loss.sh JOB_SH TEST_DPDK_STREAM DROP
 set -u
@@ -31,5 +32,9 @@ for r in 0 1; do
 	[ "$res" -gt 0 ] || { echo "rank $r: nothing was sent again"; fail=1; }
 	[ -z "${reorder:-}" ] || [ "$o" -gt 0 ] || { echo "rank $r: nothing was reordered"; fail=1; }
 	[ -z "${dup:-}" ] || [ "$u" -gt 0 ] || { echo "rank $r: nothing was duplicated"; fail=1; }
+	# memif takes chained frames: rendezvous windows go by reference,
+	# resends included.
+	z=$(sed -n 's/.*by reference \([0-9]*\).*/\1/p' <<<"$line")
+	[ "${z:-0}" -gt 0 ] || { echo "rank $r: no datagram was sent by reference"; fail=1; }
 done
 exit $fail

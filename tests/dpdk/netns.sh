@@ -45,7 +45,16 @@ if [ "$mode" = tap ]; then
 	ip netns exec "$a" env ECHO_WANT_OFFLOAD=1 "$bin" echo "$eal" 10.79.1.1 4791 10.79.1.2 5000 "$count" &
 	dpid=$!
 	for _ in $(seq 200); do ip -n "$a" link show "xpt$$" >/dev/null 2>&1 && break; sleep 0.05; done
-	ip -n "$a" addr add 10.79.1.2/24 dev "xpt$$" && ip -n "$a" link set "xpt$$" up || exit 1
+	# DPDK configures the interface while it starts (address, flags): the
+	# kernel's side is set again until it holds.
+	for _ in $(seq 40); do
+		ip -n "$a" addr replace 10.79.1.2/24 dev "xpt$$" 2>/dev/null &&
+			ip -n "$a" link set "xpt$$" up 2>/dev/null &&
+			ip -n "$a" addr show dev "xpt$$" | grep -q 10.79.1.2 && break
+		sleep 0.05
+	done
+	ip -n "$a" addr show dev "xpt$$" | grep -q 10.79.1.2 ||
+		{ echo "could not give the tap interface its address"; exit 1; }
 	ip netns exec "$a" ethtool -K "xpt$$" tx off >/dev/null 2>&1
 	wait "$dpid"
 	rc=$?
