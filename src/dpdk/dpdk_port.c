@@ -106,6 +106,21 @@ static int eal_start(const char *args, char *why, size_t n)
 			argv[argc++] = tok;
 		}
 	}
+	/* Hugepage files are unlinked as soon as they are mapped, unless the
+	 * arguments say how to handle them: a process that ends, however it
+	 * ends, leaves none of ours in the hugetlbfs mount (rte_eal_cleanup
+	 * unmaps them but does not remove them). */
+	bool huge_said = false;
+	for (int i = 1; i < argc; i++)
+		huge_said |= strcmp(argv[i], "--no-huge") == 0 ||
+			     strcmp(argv[i], "--in-memory") == 0 ||
+			     strncmp(argv[i], "--huge-unlink", 13) == 0;
+	if (!huge_said) {
+		if (argc == EAL_MAX_ARGS)
+			return fail(why, n, -EINVAL, "XP_DPDK_EAL has more than %d words",
+				    EAL_MAX_ARGS - 2);
+		argv[argc++] = (char *)"--huge-unlink";
+	}
 	argv[argc] = NULL;
 	int rc = rte_eal_init(argc, argv);
 	if (rc < 0 && rte_errno == EALREADY) {

@@ -12,7 +12,7 @@
 #           net_af_packet on each end; the bootstrap and the TCP watch go
 #           over a second veth pair with kernel addresses
 #
-#   tests/dpdk/job.sh [--per-rank] [--kills] MODE N COMMAND [ARGS...]
+#   tests/dpdk/job.sh [--per-rank] [--kills] [--huge] MODE N COMMAND [ARGS...]
 #
 # Without --per-rank, COMMAND forms the job itself (a test that forks its
 # ranks, or xprun): it runs once with the environment set. With it, the
@@ -23,15 +23,17 @@
 #
 # Afterwards no EAL runtime directory of the job may remain in
 # /var/run/dpdk: the transport's end must have removed it (checked, fails
-# the run), unless --kills says COMMAND kills a rank (SIGKILL leaves its
+# the run), nor with --huge (the EALs on 2 MiB hugepages of a hugetlbfs
+# mount the script makes) any hugepage file, unless --kills says COMMAND kills a rank (SIGKILL leaves its
 # directory; the script removes it). Exit: COMMAND's status (the first rank's failure), 1 if a
 # runtime directory was left, 77 with the reason if the host cannot do it.
 set -u
-per_rank=0 kills=0
+per_rank=0 kills=0 huge=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--per-rank) per_rank=1 ;;
 	--kills) kills=1 ;;
+	--huge) huge=1 ;;
 	*) break ;;
 	esac
 	shift
@@ -59,7 +61,13 @@ id=xpj$$
 tmp=$(mktemp -d)
 prefix="xpdj$$"
 made=()
+hugemnt="" hugeraised=""
 cleanup() {
+	if [ -n "$hugemnt" ]; then
+		rm -f "$hugemnt"/* 2>/dev/null
+		umount "$hugemnt" 2>/dev/null
+	fi
+	[ -n "$hugeraised" ] && echo "$hugeraised" >/proc/sys/vm/nr_hugepages
 	for ns in "${made[@]}"; do
 		ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
 		ip netns del "$ns" 2>/dev/null
@@ -71,7 +79,21 @@ trap cleanup EXIT
 # Every rank polls; --lcores keeps each EAL from pinning its rank to one
 # core, so ranks share the host's cores as the scheduler sees fit (two
 # ranks on two cores pin themselves apart in memif mode).
-common="--no-pci --no-huge -m 128 --no-telemetry --log-level=lib.eal:error --log-level=pmd:error --file-prefix=$prefix-{rank}"
+memory="--no-huge -m 128"
+if [ $huge = 1 ]; then
+	free=$(awk '/^HugePages_Free/ { print $2 }' /proc/meminfo)
+	if [ "${free:-0}" -lt 96 ]; then # 64 MiB per rank, two ranks and some
+		total=$(cat /proc/sys/vm/nr_hugepages)
+		echo $((total + 96)) >/proc/sys/vm/nr_hugepages 2>/dev/null && hugeraised=$total
+		free=$(awk '/^HugePages_Free/ { print $2 }' /proc/meminfo)
+		[ "${free:-0}" -ge 96 ] || skip "fewer than 96 free 2 MiB hugepages, and none could be reserved"
+	fi
+	hugemnt="$tmp/huge"
+	mkdir -p "$hugemnt" && mount -t hugetlbfs -o pagesize=2M nodev "$hugemnt" 2>/dev/null ||
+		{ hugemnt=""; skip "cannot mount hugetlbfs"; }
+	memory="-m 64 --huge-dir $hugemnt"
+fi
+common="--no-pci $memory --no-telemetry --log-level=lib.eal:error --log-level=pmd:error --file-prefix=$prefix-{rank}"
 quiet_ns() {
 	ip netns exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
 	ip netns exec "$1" sysctl -qw net.ipv6.conf.default.disable_ipv6=1
@@ -158,6 +180,10 @@ else
 	done
 fi
 
+if [ -n "$hugemnt" ] && [ -n "$(ls -A "$hugemnt")" ] && [ $kills = 0 ]; then
+	echo "job.sh: hugepage files were left behind: $(ls "$hugemnt" | head -3)"
+	[ $rc = 0 ] && rc=1
+fi
 left=$(ls -d /var/run/dpdk/"$prefix"-* 2>/dev/null)
 if [ -n "$left" ] && [ $kills = 0 ]; then
 	echo "job.sh: the EAL runtime directories were left behind: $left"
