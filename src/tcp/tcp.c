@@ -39,7 +39,11 @@ void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
 		xp_request_t *s = xpi_container_of(l, xp_request_t, tl_link);
 		if (s->tl_pending != 0) {
 			/* The kernel still holds its pages: failed when the
-			 * notification comes (tcp_bulk_zc_cqe). */
+			 * notification comes (tcp_bulk_zc_cqe). Marked cut off,
+			 * unlike the sends on zc_wait already, whose every byte
+			 * went out (tl_deadline is free here: a send the peer
+			 * asked for has no withdrawal grace). */
+			s->tl_deadline = XPI_TCP_ZC_CUT_OFF;
 			xpi_dlist_push_tail(&c->zc_wait, &s->tl_link);
 			continue;
 		}

@@ -81,6 +81,9 @@ enum tcp_op {
 /* Below this a zero-copy send costs more (page pinning, notification) than
  * the copy it saves, even on NICs where it pays for large payloads. */
 #define XPI_TCP_ZC_MIN (64u << 10)
+/* tl_deadline of a zero-copy send whose connection failed before all its
+ * bytes went out (tcp_conn_fail): it fails when its notification comes. */
+#define XPI_TCP_ZC_CUT_OFF INT64_MIN
 /* Bulk sockets' buffer size where the host allows it (tcp_setup.c). */
 #define XPI_TCP_SOCKBUF_AUTO (4u << 20)
 

@@ -223,10 +223,14 @@ static void zc_maybe_finish(struct tcp_conn *c, xp_request_t *s)
 	if (!on_wait_list)
 		return; /* still being sent */
 	xpi_dlist_remove(&s->tl_link);
-	if (c->dead)
-		xpi_engine_fail_request(c->tcp->ctx, s, c->peer);
-	else
+	/* Every byte went out before the peer said goodbye (it finalizes
+	 * only after its receives completed): the send is done, whatever
+	 * became of the connection after. */
+	bool delivered = !c->dead || (c->bye && s->tl_deadline != XPI_TCP_ZC_CUT_OFF);
+	if (delivered)
 		xpi_request_complete(s, 0);
+	else
+		xpi_engine_fail_request(c->tcp->ctx, s, c->peer);
 	xpi_request_put(s);
 }
 
