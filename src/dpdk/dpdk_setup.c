@@ -495,13 +495,25 @@ void dpdk_destroy(void *tlp)
 
 /* The EAL cannot be started to look and then started again in the same
  * process (DPDK allows one rte_eal_init), so xport-info does not open a
- * port: it says what the settings would use. */
+ * port: usable means configured (a DPDK port is named by the EAL's
+ * arguments, which nothing else can guess); xp_init says whether the port
+ * then opens. */
 static int dpdk_probe(char *note, size_t n)
 {
+	const char *eal = getenv("XP_DPDK_EAL"), *ip = getenv("XP_DPDK_IP");
+	if ((eal == NULL || *eal == '\0') && (ip == NULL || *ip == '\0')) {
+		snprintf(note, n,
+			 "built with DPDK, not configured: set XP_DPDK_EAL to the EAL arguments "
+			 "naming the port's device (and XP_DPDK_IP) to use it");
+		return 1;
+	}
 	snprintf(note, n,
-		 "built with DPDK; used when XP_DPDK_EAL or XP_DPDK_IP is set (UDP/IPv4 on a DPDK "
-		 "port, its own reliability; eager up to %u B, rendezvous in %u KiB windows)",
-		 XPI_DPDK_EAGER_MAX, XPI_DPDK_WINDOW >> 10);
+		 "configured (XP_DPDK_EAL%s): UDP/IPv4 on DPDK port %s, its own reliability; "
+		 "eager up to %u B, rendezvous in %u KiB windows; whether the port opens, "
+		 "xp_init says",
+		 ip != NULL && *ip != '\0' ? ", XP_DPDK_IP" : "",
+		 getenv("XP_DPDK_PORT") != NULL ? getenv("XP_DPDK_PORT") : "0", XPI_DPDK_EAGER_MAX,
+		 XPI_DPDK_WINDOW >> 10);
 	return 0;
 }
 
