@@ -206,7 +206,7 @@ int xpi_rel_tx_acked(struct xpi_rel_tx *tx, uint32_t ack, uint64_t sack, uint32_
 		}
 		tx->una = ack;
 		tx->last_ack_ns = now_ns;
-		tx->probing = false;
+		tx->probes = 0;
 		rto_reset(tx); /* progress ends the backoff */
 		if (tx->in_recovery && sdiff(tx->una, tx->recover) >= 0)
 			tx->in_recovery = false;
@@ -227,6 +227,10 @@ int xpi_rel_tx_acked(struct xpi_rel_tx *tx, uint32_t ack, uint64_t sack, uint32_
 
 /* When a tail loss probe goes: two round trips, and the receiver's delay
  * for an acknowledgement it holds back, without one. */
+/* Tail loss probes between two acknowledgements that make progress; the
+ * last waits 2^(PROBES_MAX-1) probe intervals, by then the timeout's. */
+#define PROBES_MAX 6
+
 static int64_t probe_after(const struct xpi_rel_tx *tx)
 {
 	return 2 * tx->srtt_ns + tx->p.ack_delay_ns;
@@ -265,12 +269,16 @@ int xpi_rel_tx_poll(struct xpi_rel_tx *tx, int64_t now_ns, const struct xpi_rel_
 		tx->st_timeouts++;
 		loss_event(tx, tx->una, true);
 		tx->rto_ns = min64(tx->rto_ns * 2, tx->p.rto_max_ns);
-	} else if (!tx->probing && tx->srtt_ns != 0 &&
-		   now_ns - tx->last_ack_ns >= probe_after(tx)) {
+	} else if (tx->probes < PROBES_MAX && tx->srtt_ns != 0 &&
+		   now_ns - tx->last_ack_ns >= probe_after(tx) << tx->probes) {
 		/* A tail loss probe (RFC 8985 7): nothing acknowledged for two
 		 * round trips. Resending the newest packet still missing makes
 		 * the receiver report what it has, so RACK finds the losses
-		 * before the timeout would. Once per acknowledgement. */
+		 * before the timeout would. Again at doubling intervals while
+		 * nothing progresses: with the window full behind one hole (the
+		 * receiver holds what came after it), a lost resend of the hole
+		 * leaves nothing newer to reveal it, and at 20% loss waiting
+		 * for the timeout each time was most of the transfer's time. */
 		for (uint32_t psn = tx->nxt; psn != tx->una;) {
 			struct xpi_rel_tx_slot *s = slot_of(tx, --psn);
 			if (!s->sacked) {
@@ -279,7 +287,7 @@ int xpi_rel_tx_poll(struct xpi_rel_tx *tx, int64_t now_ns, const struct xpi_rel_
 				break;
 			}
 		}
-		tx->probing = true;
+		tx->probes++;
 	}
 	for (uint32_t psn = tx->una; psn != tx->nxt; psn++) {
 		struct xpi_rel_tx_slot *s = slot_of(tx, psn);
@@ -302,8 +310,8 @@ int xpi_rel_tx_poll(struct xpi_rel_tx *tx, int64_t now_ns, const struct xpi_rel_
 		else if (!s->sacked)
 			next = min64(next, s->sent_ns + tx->rto_ns);
 	}
-	if (!tx->probing && tx->srtt_ns != 0)
-		next = min64(next, tx->last_ack_ns + probe_after(tx));
+	if (tx->probes < PROBES_MAX && tx->srtt_ns != 0)
+		next = min64(next, tx->last_ack_ns + (probe_after(tx) << tx->probes));
 	*next_ns = next;
 	return 0;
 }

@@ -96,7 +96,7 @@ struct xpi_rel_tx {
 	int64_t rack_sent_ns, rack_rtt_ns; /* RACK: newest arrived packet's send, its RTT */
 	int64_t min_rtt_ns;
 	uint32_t reo_mult, reo_events; /* the reordering window, in min_rtt / 4 */
-	bool probing;                  /* a tail loss probe went since the last progress */
+	uint32_t probes;               /* tail loss probes since the last progress */
 	struct xpi_rel_tx_slot slot[XPI_REL_MAX_WINDOW];
 	/* Counters, for tests and statistics. */
 	uint64_t st_sent, st_resent, st_fast, st_timeouts, st_loss_events, st_probes, st_spurious;
