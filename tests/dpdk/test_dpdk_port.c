@@ -291,12 +291,26 @@ static int memif_side(bool server, const char *dir)
 				T_FAIL("client: answer %d is not what was sent", i);
 		}
 	}
+	/* The server's last answer is in the shared ring until the client
+	 * reads it: the server closes (which tears the ring down) only once
+	 * the client says it has it, and waits without polling (memif may
+	 * crash a poller whose peer disconnects). */
+	char done[600];
+	snprintf(done, sizeof(done), "%s/client-done", dir);
 	if (!server) {
 		qsort(rtt, MEMIF_ROUNDS, sizeof(rtt[0]), cmp_double);
 		fprintf(stderr,
 			"   memif: %d round trips of 64 bytes, median %.2f us, p99 %.2f us\n",
 			MEMIF_ROUNDS, rtt[MEMIF_ROUNDS / 2] * 1e6,
 			rtt[MEMIF_ROUNDS * 99 / 100] * 1e6);
+		FILE *f = fopen(done, "w");
+		if (f != NULL)
+			fclose(f);
+	} else {
+		double end = now_s() + 30;
+		struct stat st;
+		while (stat(done, &st) != 0 && now_s() < end)
+			usleep(1000);
 	}
 	xpi_dpdk_port_close(p);
 	return 0;
