@@ -95,7 +95,12 @@ int dpdk_queue_frame(struct dpdk_peer *pr, const struct xpi_frame *f, const void
 	uint32_t body = window != NULL ? (uint32_t)f->msg_len : 0;
 	uint32_t npkts =
 		(head + XPI_DPDK_MSS - 1) / XPI_DPDK_MSS + (body + XPI_DPDK_MSS - 1) / XPI_DPDK_MSS;
-	if (window == NULL && queued_pkts(pr) + npkts > TXQ_MAX_PKTS)
+	/* Only messages wait (the engine retries them in order); control
+	 * frames (CTS, withdrawal answers, credit) always queue: their
+	 * callers cannot retry, and refusing them behind a backlog of
+	 * windows would fail the pair. */
+	bool message = f->type == XPI_FRAME_EAGER || f->type == XPI_FRAME_RTS;
+	if (message && queued_pkts(pr) + npkts > TXQ_MAX_PKTS)
 		return -EAGAIN;
 	struct dpdk_txmsg *m = txmsg_new(t, head);
 	if (m == NULL)
