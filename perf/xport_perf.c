@@ -139,6 +139,7 @@ struct opts {
 	bool is_coll; /* collectives asked for (never with point-to-point tests) */
 	bool json, progress, pin, sizes_given;
 	bool reg;      /* --register: xp_mem_register the point-to-point buffers */
+	bool one_buffer; /* --one-buffer: every receive of a round into one buffer */
 	int transport; /* enum transport_choice */
 	size_t *sizes;
 	int nsizes;
@@ -163,6 +164,7 @@ struct row {
 	long iters;
 	int window;          /* windowed tests only */
 	long msgs_per_round; /* windowed tests only, per direction */
+	long recv_buffers;   /* windowed tests only: distinct receive buffers of a round */
 	/* Latency: one-way (half the round trip) mean, minimum, median, p99. */
 	double avg_us, min_us, p50_us, p99_us;
 	double bw_mbps, mmsg_s;
@@ -283,7 +285,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: xport-perf [lat|bw|bibw|rate|all] [--json] [--sizes a,b,c] [--iters N]\n"
 		"                  [--window N] [--transport inproc|shm|tcp] [--no-pin] [--progress]\n"
-		"                  [--register]\n"
+		"                  [--register] [--one-buffer]\n"
 		"                  [--version] [--help]\n"
 		"       xport-perf allreduce|reduce_scatter|allgather|bcast|alltoall|barrier|coll\n"
 		"                  [-b MIN] [-e MAX] [-f FACTOR] [--sizes a,b,c] [--dtype T] [--op OP]\n"
@@ -344,6 +346,9 @@ static void usage(FILE *f)
 		"               (xp_mem_register), as a program that sends from them often would;\n"
 		"               otherwise a transport that needs registrations makes one per\n"
 		"               transfer\n"
+		"  --one-buffer bw, bibw, rate: every receive of a round into one buffer, as\n"
+		"               osu_bw and ucx_perftest do (the receiver's copies stay in its\n"
+		"               cache); default: each into its own, as an application's would\n"
 		"  --progress   a line on stderr per size (the default when stderr is a\n"
 		"               terminal, or under xprun when xprun's is: XPRUN_STDERR_TTY=1)\n"
 		"  --version    print the version and exit\n"
@@ -687,10 +692,10 @@ static void print_row(const struct opts *o, const struct row *r)
 		       r->test, r->transport, r->protocol, r->size, r->iters, f[0], f[1], f[2],
 		       f[3], f[4], f[5]);
 		if (r->window > 0)
-			printf(",\"window\":%d,\"msgs_per_round\":%ld", r->window,
-			       r->msgs_per_round);
+			printf(",\"window\":%d,\"msgs_per_round\":%ld,\"recv_buffers\":%ld",
+			       r->window, r->msgs_per_round, r->recv_buffers);
 		else
-			printf(",\"window\":null,\"msgs_per_round\":null");
+			printf(",\"window\":null,\"msgs_per_round\":null,\"recv_buffers\":null");
 		if (r->route_protocol != NULL)
 			printf(",\"route_protocol\":\"%s\"", r->route_protocol);
 		printf("}\n");
@@ -948,6 +953,17 @@ static void run_lat(struct rank_state *rs, size_t size)
 	print_row(b->o, &row);
 }
 
+/*
+ * Where the round's receive @k lands: its own slot of the window, or with
+ * --one-buffer the first slot for all (as osu_bw and ucx_perftest receive:
+ * the receiver's writes stay in its cache, and a copying transport's
+ * bandwidth is then the cache's, not memory's).
+ */
+static inline uint8_t *recv_slot(const struct rank_state *rs, long k, size_t size)
+{
+	return rs->win + (rs->b->o->one_buffer ? 0 : (size_t)k * size);
+}
+
 /* Sends @n messages of the round, at most a window in flight. */
 static void send_round(struct rank_state *rs, uint64_t tag, size_t size, long n)
 {
@@ -970,7 +986,7 @@ static int64_t recv_round(struct rank_state *rs, const char *test, uint64_t tag,
 	xp_status_t st;
 	for (long k = 0; k < n; k++) {
 		wait_ok(rs->rank, &rs->rreqs[k], &st, "xp_wait (receive)");
-		check_recv(rs->rank, test, size, round, &st, rs->win + (size_t)k * size, rs->peer,
+		check_recv(rs->rank, test, size, round, &st, recv_slot(rs, k, size), rs->peer,
 			   tag);
 	}
 	return now_ns();
@@ -1024,8 +1040,8 @@ static int64_t sendrecv_round(struct rank_state *rs, const char *test, uint64_t 
 		}
 		while (got < n &&
 		       poll_req(rs, &rs->rreqs[got], &st, stalled, "xp_wait (receive)") == 1) {
-			check_recv(me, test, size, round, &st, rs->win + (size_t)got * size,
-				   rs->peer, tag);
+			check_recv(me, test, size, round, &st, recv_slot(rs, got, size), rs->peer,
+				   tag);
 			if (++got == n)
 				t_last = now_ns();
 			moved = true;
@@ -1075,7 +1091,7 @@ static void run_stream(struct rank_state *rs, enum test_id t, size_t size)
 	for (long r = 0; r < warm + rounds; r++) {
 		if (recvs)
 			for (long k = 0; k < n; k++)
-				XP_CHECK(me, xp_irecv(rs->comm, rs->win + (size_t)k * size, size,
+				XP_CHECK(me, xp_irecv(rs->comm, recv_slot(rs, k, size), size,
 						      rs->peer, tag, XP_TAG_EXACT, &rs->rreqs[k]));
 		/* The previous round's sends have all completed, so the
 		 * buffer is ours again. */
@@ -1117,6 +1133,7 @@ static void run_stream(struct rank_state *rs, enum test_id t, size_t size)
 	row.iters = rounds;
 	row.window = w;
 	row.msgs_per_round = n;
+	row.recv_buffers = o->one_buffer ? 1 : n;
 	row.avg_us = row.min_us = row.p50_us = row.p99_us = -1;
 	row.bw_mbps = bw[pct_index((size_t)rounds, 50)];
 	row.mmsg_s = rate[pct_index((size_t)rounds, 50)];
@@ -1854,6 +1871,9 @@ static void print_header(struct rank_state *rs)
 			"first, measured at the receiver\n#   from its go to its last completion; "
 			"MB/s = 10^6 B/s, Mmsg_per_s = 10^6 messages/s, median of iters rounds;\n",
 			o->window);
+		if (o->one_buffer)
+			fprintf(hdr_out, "#   --one-buffer: every receive of a round into one "
+					 "buffer (as osu_bw, ucx_perftest)\n");
 		if (b->net)
 			fprintf(hdr_out,
 				"#   a round is %d+ messages, or windows up to %zu MiB (both "
@@ -1969,8 +1989,9 @@ static void alloc_buffers(struct rank_state *rs)
 			long msgs = (long)o->window * batch;
 			max_rounds = n > max_rounds ? n : max_rounds;
 			max_msgs = msgs > max_msgs ? msgs : max_msgs;
+			size_t need = (size_t)(o->one_buffer ? 1 : msgs) * size;
 			if (t == T_BIBW || rs->rank == 1)
-				win = (size_t)msgs * size > win ? (size_t)msgs * size : win;
+				win = need > win ? need : win;
 		}
 	}
 	rs->sbuf = alloc_touched(max);
@@ -2491,6 +2512,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_PROGRESS,
 		OPT_NO_PIN,
 		OPT_REGISTER,
+		OPT_ONE_BUFFER,
 		OPT_VERSION,
 		OPT_DTYPE,
 		OPT_OP,
@@ -2508,6 +2530,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "progress", no_argument, NULL, OPT_PROGRESS },
 		{ "no-pin", no_argument, NULL, OPT_NO_PIN },
 		{ "register", no_argument, NULL, OPT_REGISTER },
+		{ "one-buffer", no_argument, NULL, OPT_ONE_BUFFER },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ "minbytes", required_argument, NULL, 'b' },
 		{ "maxbytes", required_argument, NULL, 'e' },
@@ -2656,6 +2679,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_NO_PIN:
 			o->pin = false;
+			break;
+		case OPT_ONE_BUFFER:
+			o->one_buffer = true;
 			break;
 		case OPT_REGISTER:
 			o->reg = true;
