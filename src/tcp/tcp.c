@@ -409,6 +409,8 @@ static int tcp_progress(void *tlp)
 			n++;
 		}
 	return_credit(t);
+	if (t->nheld != 0)
+		tcp_ctl_release_holds(t);
 	if (io_uring_sq_ready(&t->ring) != 0)
 		io_uring_submit(&t->ring);
 	tcp_br_refill(t);
@@ -427,6 +429,8 @@ static int tcp_sleep_prepare(void *tlp, struct pollfd *fds, int max)
 	struct xpi_tcp *t = tlp;
 	if (max < 1)
 		return -ENOTSUP;
+	if (t->nheld != 0)
+		tcp_ctl_release_holds(t);
 	io_uring_submit(&t->ring);
 	if (io_uring_cq_ready(&t->ring) != 0 || io_uring_cq_has_overflow(&t->ring) ||
 	    (IO_URING_READ_ONCE(*t->ring.sq.kflags) & IORING_SQ_TASKRUN) != 0)

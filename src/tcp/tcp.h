@@ -111,6 +111,10 @@ struct tcp_conn {
 	 * queued; tx_busy bytes from tx_head are in the kernel's hands. */
 	uint8_t *tx_buf;
 	size_t tx_head, tx_tail, tx_busy;
+	/* A send(2) of ours went out since the last progress call: frames
+	 * queued meanwhile wait for that call (tcp_ctl_release_holds) and go
+	 * together, as they would behind a send in flight. */
+	bool tx_held;
 	uint64_t eager_sent;      /* eager cost sent to the peer */
 	uint64_t peer_credit;     /* the peer's last word on what it consumed */
 	uint64_t credit_told;     /* what we last told the peer we consumed */
@@ -176,6 +180,8 @@ struct xpi_tcp {
 	unsigned ring_flags;
 	bool ring_ok;
 	int nconn;
+	int *held;  /* peers whose control queue is held (tx_held), nheld of them */
+	int nheld;
 	uint8_t *want;                       /* by rank: this transport serves it */
 	struct tcp_conn *conns;              /* by rank; conns[rank of this process] unused */
 	int listen_fd;                       /* open only while the job forms */
@@ -223,6 +229,7 @@ void tcp_br_fini(struct xpi_tcp *t);
 /* tcp_tx.c */
 int tcp_ctl_queue(struct tcp_conn *c, const struct xpi_frame *f, const void *payload);
 void tcp_ctl_flush(struct tcp_conn *c);
+void tcp_ctl_release_holds(struct xpi_tcp *t);
 void tcp_ctl_sent(struct tcp_conn *c, int res);
 void tcp_bulk_start(struct tcp_conn *c);
 void tcp_bulk_sent(struct tcp_conn *c, int res);

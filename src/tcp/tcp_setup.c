@@ -352,9 +352,10 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	t->max_eager = XPI_TCP_MAX_EAGER;
 	t->credit_per_peer = ctx->eager_credit_per_peer;
 	t->conns = calloc((size_t)ctx->size, sizeof(*t->conns));
+	t->held = calloc((size_t)ctx->size, sizeof(*t->held));
 	t->drop = malloc(XPI_TCP_MAX_EAGER);
 	int rc = -ENOMEM;
-	if (t->conns == NULL || t->drop == NULL)
+	if (t->conns == NULL || t->held == NULL || t->drop == NULL)
 		goto fail;
 	for (int p = 0; p < ctx->size; p++) {
 		struct tcp_conn *c = &t->conns[p];
@@ -410,7 +411,10 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 			"rank %d: %llu zero-copy sends, %llu copied by the kernel anyway",
 			t->ctx->rank, (unsigned long long)t->zc_sends,
 			(unsigned long long)t->zc_copied);
-	/* Say goodbye, so peers take the coming end of stream as a close. */
+	/* Say goodbye, so peers take the coming end of stream as a close,
+	 * after what waits behind a send of ours. */
+	if (t->held != NULL)
+		tcp_ctl_release_holds(t);
 	for (int p = 0; t->conns != NULL && p < t->nconn; p++) {
 		struct tcp_conn *c = &t->conns[p];
 		if (c->fd_ctl >= 0 && !c->dead && c->tx_buf != NULL) {
@@ -425,8 +429,12 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 		io_uring_submit(&t->ring);
 		for (;;) {
 			bool busy = false;
+			if (t->held != NULL)
+				tcp_ctl_release_holds(t);
+			io_uring_submit(&t->ring);
 			for (int p = 0; t->conns != NULL && p < t->nconn; p++)
-				busy |= t->conns[p].tx_busy != 0 && !t->conns[p].dead;
+				busy |= t->conns[p].tx_tail != t->conns[p].tx_head &&
+					!t->conns[p].dead;
 			if (!busy || xpi_now_ns() > until)
 				break;
 			struct io_uring_cqe *cqe;
@@ -465,6 +473,7 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 	if (t->listen_fd >= 0)
 		close(t->listen_fd);
 	free(t->conns);
+	free(t->held);
 	free(t->drop);
 	free(t->want);
 	free(t);

@@ -40,18 +40,56 @@ int tcp_ctl_queue(struct tcp_conn *c, const struct xpi_frame *f, const void *pay
 	return 0;
 }
 
-/* Starts a send of everything queued, unless one is in flight already. */
+/*
+ * Sends everything queued, unless a send is in flight or held.
+ *
+ * When nothing is in flight the frames go with one send(2) at once: cheaper
+ * than a submission and its completion, and a lone message is not delayed.
+ * The queue is then held until the next progress call, so that the frames
+ * of a burst (a window of sends) coalesce into one send, as they do behind
+ * a send in flight. What the socket does not take at once (full buffer,
+ * error) goes by io_uring, whose completion reports the error or the rest.
+ */
 void tcp_ctl_flush(struct tcp_conn *c)
 {
-	if (c->dead || c->tx_busy != 0 || c->tx_tail == c->tx_head)
+	if (c->dead || c->tx_busy != 0 || c->tx_held || c->tx_tail == c->tx_head)
 		return;
-	struct io_uring_sqe *sqe = tcp_sqe(c->tcp);
+	struct xpi_tcp *t = c->tcp;
+	ssize_t n = send(c->fd_ctl, c->tx_buf + c->tx_head, c->tx_tail - c->tx_head,
+			 MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n > 0) {
+		c->tx_held = true;
+		t->held[t->nheld++] = c->peer;
+		c->tx_head += (size_t)n;
+		if (c->tx_head == c->tx_tail) {
+			c->tx_head = c->tx_tail = 0;
+			return;
+		}
+	}
+	struct io_uring_sqe *sqe = tcp_sqe(t);
 	if (sqe == NULL)
 		return; /* retried from progress */
 	c->tx_busy = c->tx_tail - c->tx_head;
 	io_uring_prep_send(sqe, c->fd_ctl, c->tx_buf + c->tx_head, c->tx_busy, MSG_NOSIGNAL);
 	io_uring_sqe_set_data64(sqe, tcp_udata(TCP_OP_SEND_CTL, c));
 	c->inflight++;
+}
+
+/* Lets the held control queues go (tcp_ctl_flush): what was queued since
+ * their send(2), and what waited for room (withdrawal answers, CTS). */
+void tcp_ctl_release_holds(struct xpi_tcp *t)
+{
+	int n = t->nheld;
+	t->nheld = 0;
+	for (int i = 0; i < n; i++) {
+		struct tcp_conn *c = &t->conns[t->held[i]];
+		c->tx_held = false;
+		if (c->dead)
+			continue;
+		acks_queue_waiting(c);
+		tcp_cts_queue_waiting(c);
+		tcp_ctl_flush(c);
+	}
 }
 
 void tcp_ctl_sent(struct tcp_conn *c, int res)
