@@ -138,9 +138,9 @@ struct opts {
 	bool coll[NCOLL];
 	bool is_coll; /* collectives asked for (never with point-to-point tests) */
 	bool json, progress, pin, sizes_given;
-	bool reg;      /* --register: xp_mem_register the point-to-point buffers */
+	bool reg;        /* --register: xp_mem_register the point-to-point buffers */
 	bool one_buffer; /* --one-buffer: every receive of a round into one buffer */
-	int transport; /* enum transport_choice */
+	int transport;   /* enum transport_choice */
 	size_t *sizes;
 	int nsizes;
 	long iters;  /* 0: chosen per size */
@@ -986,8 +986,7 @@ static int64_t recv_round(struct rank_state *rs, const char *test, uint64_t tag,
 	xp_status_t st;
 	for (long k = 0; k < n; k++) {
 		wait_ok(rs->rank, &rs->rreqs[k], &st, "xp_wait (receive)");
-		check_recv(rs->rank, test, size, round, &st, recv_slot(rs, k, size), rs->peer,
-			   tag);
+		check_recv(rs->rank, test, size, round, &st, recv_slot(rs, k, size), rs->peer, tag);
 	}
 	return now_ns();
 }

@@ -180,7 +180,7 @@ struct xpi_tcp {
 	unsigned ring_flags;
 	bool ring_ok;
 	int nconn;
-	int *held;  /* peers whose control queue is held (tx_held), nheld of them */
+	int *held; /* peers whose control queue is held (tx_held), nheld of them */
 	int nheld;
 	uint8_t *want;                       /* by rank: this transport serves it */
 	struct tcp_conn *conns;              /* by rank; conns[rank of this process] unused */
