@@ -69,5 +69,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setenv("XP_LOG_LEVEL", "none", 1);
+	/* Streamed through shared memory's chunks, which need the sender: a
+	 * payload copied by cross-memory attach arrives without it (test_shm
+	 * cma-min). */
+	setenv("XP_SHM_CMA_MIN", "2g", 1);
 	return tl_job_run(argv[1], 2, rank_body, 60);
 }

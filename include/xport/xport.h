@@ -155,8 +155,11 @@ typedef struct xp_config {
 	 * UCX_TLS); XP_TRANSPORTS; NULL: every transport built. A name this
 	 * build lacks is an error naming what it has. */
 	const char *transports;
-	/* Shared memory: rendezvous payloads this long or longer are read with
-	 * process_vm_readv; XP_SHM_CMA_MIN (a size or "off"); SIZE_MAX: off. */
+	/* Shared memory: rendezvous payloads this long or longer are copied by
+	 * cross-memory attach (process_vm_readv by the receiver and
+	 * process_vm_writev by the sender, each its part) instead of streamed
+	 * through shared chunks; XP_SHM_CMA_MIN (a size or "off"); 8 KiB;
+	 * SIZE_MAX: off. */
 	size_t shm_cma_min;
 	int tcp_zc; /* enum xp_tcp_zc; XP_TCP_ZC=auto|on|off */
 	/* enum xp_log_level; XP_LOG_LEVEL=none|error|warn|info|debug. The log

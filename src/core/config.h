@@ -10,6 +10,11 @@
 #include "settings.h"
 #include "xport/xport.h"
 
+/* Shared memory: rendezvous payloads from this size are copied by
+ * cross-memory attach, split between both processes (src/shm/shm_int.h
+ * has the measurements). */
+#define XPI_SHM_CMA_MIN_DEFAULT ((size_t)8 << 10)
+
 struct xpi_config {
 	int timeout_ms;
 	size_t pool_max_bytes;
@@ -22,7 +27,7 @@ struct xpi_config {
 	char job_key[256];
 	char socket_ifname[16]; /* "" : unset */
 	char transports[128];   /* "" : unset */
-	size_t shm_cma_min;     /* SIZE_MAX: off */
+	size_t shm_cma_min;     /* SIZE_MAX: off; 0: XPI_SHM_CMA_MIN_DEFAULT */
 	int tcp_zc;             /* enum xp_tcp_zc */
 	int log_level;          /* enum xp_log_level */
 	int allreduce_algo;     /* enum xp_allreduce_algo */

@@ -42,8 +42,10 @@ static const struct xpi_setting table[] = {
 	  "interface whose address a rank listens on" },
 	{ "XP_TRANSPORTS", "transports", XPI_SET_STRING, F(transports), 1, 127, NULL, NULL,
 	  "allowed transports in order of preference" },
-	{ "XP_SHM_CMA_MIN", "shm_cma_min", XPI_SET_SIZE, F(shm_cma_min), 0, (long long)XP_MSG_MAX,
-	  NULL, "off", "shm: rendezvous payloads this long are read with process_vm_readv" },
+	{ "XP_SHM_CMA_MIN", "shm_cma_min", XPI_SET_SIZE, F(shm_cma_min), 1, (long long)XP_MSG_MAX,
+	  NULL, "off",
+	  "shm: rendezvous payloads this long are copied by cross-memory attach, split between "
+	  "sender and receiver" },
 	{ "XP_TCP_ZC", "tcp_zc", XPI_SET_ENUM, F(tcp_zc), 0, 0, zc_names, NULL,
 	  "tcp: zero-copy sends for payloads of 64 KiB or more" },
 	{ "XP_POOL_MAX_BYTES", "pool_max_bytes", XPI_SET_SIZE, F(pool_max_bytes),
@@ -367,7 +369,7 @@ static void set_defaults(xp_config_t *cfg)
 	cfg->hugepages = XP_HUGEPAGES_AUTO;
 	cfg->thread_mode = XP_THREAD_MULTI;
 	cfg->boot_timeout_ms = 0; /* timeout_ms */
-	cfg->shm_cma_min = SIZE_MAX;
+	cfg->shm_cma_min = XPI_SHM_CMA_MIN_DEFAULT;
 	cfg->tcp_zc = XP_TCP_ZC_AUTO;
 	cfg->log_level = XP_LOG_WARN;
 	cfg->rdma_rcache_bytes = (size_t)1 << 30;

@@ -66,7 +66,7 @@ struct shm_bulk *xpi_shm_bulk(struct shm_seg *seg, int nranks, int src)
  * wrote (a slot, a chunk) before the look at its sleeper count; a sleeper
  * counts itself before it looks at our writes (shm_sleep_prepare), so one
  * of the two always sees the other. A full FIFO (EAGAIN) already wakes it. */
-static void notify(struct shm_peer *p)
+void xpi_shm_notify(struct shm_peer *p)
 {
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&p->seg->sleeping, memory_order_relaxed) != 0 && p->bell_fd >= 0) {
@@ -98,7 +98,7 @@ static int shm_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, cons
 		return -ENOBUFS;
 	xpi_slot_ring_write(r, slot, data, h->len);
 	xpi_slot_ring_publish(r, slot, h, XPI_MSG_INLINE, nslots);
-	notify(p);
+	xpi_shm_notify(p);
 	return 0;
 }
 
@@ -162,7 +162,7 @@ static int shm_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_req
 		return -EAGAIN;
 	slot->u.w[0] = rndv_announce(s, peer, sreq);
 	xpi_slot_ring_publish(r, slot, h, XPI_MSG_RTS, 1);
-	notify(p);
+	xpi_shm_notify(p);
 	return 0;
 }
 
@@ -213,7 +213,7 @@ static int claim(struct xpi_shm *s, int src, struct shm_rx *x)
 		atomic_store_explicit(&p->seg->rndv[x->idx].state, x->gen << 2 | RNDV_DONE,
 				      memory_order_release);
 		atomic_fetch_add_explicit(&s->mine->rings[src].events, 1, memory_order_release);
-		notify(p);
+		xpi_shm_notify(p);
 		return 0;
 	}
 	return 1;
@@ -225,10 +225,14 @@ static int claim(struct xpi_shm *s, int src, struct shm_rx *x)
 static void start_stream(struct xpi_shm *s, int src, struct shm_rx *x)
 {
 	struct shm_peer *p = &s->peers[src];
+	if (x->split) {
+		xpi_shm_push_request(s, src, x);
+		return;
+	}
 	x->claimed = true;
 	s->streams++;
 	atomic_store_explicit(&s->mine->rings[src].mailbox, x->idx + 1, memory_order_release);
-	notify(p); /* the sender starts streaming */
+	xpi_shm_notify(p); /* the sender starts streaming */
 }
 
 /* The payload before in line from @src is done: streams the next. */
@@ -240,46 +244,6 @@ static void claim_next(struct xpi_shm *s, int src)
 		if (!x->claimed)
 			start_stream(s, src, x);
 	}
-}
-
-static void peer_died(struct xpi_shm *s, int peer, const char *why);
-
-/* Reads a large payload straight from the sender's buffer: claim, one
- * copy by cross-memory attach, done. The sender learns it from the count
- * we raise beside its ring to us. */
-static int fetch_direct(struct xpi_shm *s, int src, uint32_t idx, uint32_t gen, void *dst,
-			size_t cap)
-{
-	struct shm_peer *p = &s->peers[src];
-	if (idx >= NRNDV)
-		return -EPROTO;
-	_Atomic uint32_t *state = &p->seg->rndv[idx].state;
-	uint32_t expected = gen << 2 | RNDV_PENDING;
-	if (!atomic_compare_exchange_strong(state, &expected, gen << 2 | RNDV_CLAIMED))
-		return -ECANCELED; /* withdrawn by its sender */
-	uint64_t addr = atomic_load_explicit(&p->seg->rndv[idx].addr, memory_order_relaxed);
-	size_t done = 0;
-	int rc = 0;
-	while (done < cap) {
-		struct iovec local = { (uint8_t *)dst + done, cap - done };
-		struct iovec remote = { (void *)(uintptr_t)(addr + done), cap - done };
-		ssize_t n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
-		if (n <= 0) {
-			rc = n == 0 ? -EIO : -errno;
-			break;
-		}
-		done += (size_t)n;
-	}
-	if (rc == -EFAULT)
-		return rc; /* still claimed: the caller has it streamed instead */
-	atomic_store_explicit(state, gen << 2 | RNDV_DONE, memory_order_release);
-	atomic_fetch_add_explicit(&s->mine->rings[src].events, 1, memory_order_release);
-	notify(p);
-	if (rc == -ESRCH) {
-		peer_died(s, src, "exited or died (its process is gone)");
-		return -ECONNRESET;
-	}
-	return rc;
 }
 
 /* Sender: our sends the receiver has read directly. */
@@ -328,12 +292,18 @@ static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 	/* Cross-memory attach pins the sender's pages, which memory mapped
 	 * with VM_PFNMAP (a dmabuf's, a device's) refuses although the CPU can
 	 * read it: such a payload, still claimed, comes through the chunks. */
-	bool claimed = false;
+	bool claimed = false, split = false;
 	if (p->cma && msg->len >= s->cma_min) {
-		int rc = fetch_direct(s, src, (uint32_t)w, (uint32_t)(w >> 32), dst, cap);
-		if (rc != -EFAULT)
-			return rc;
-		claimed = true;
+		/* Split between us and the sender (shm_cma.c); a truncated
+		 * receive, which wants less than all, reads its part alone. */
+		split = cap >= msg->len;
+		if (!split) {
+			int rc = xpi_shm_fetch_direct(s, src, (uint32_t)w, (uint32_t)(w >> 32), dst,
+						      cap);
+			if (rc != -EFAULT)
+				return rc;
+			claimed = true;
+		}
 	}
 	struct shm_rx *x = malloc(sizeof(*x));
 	if (x == NULL) {
@@ -348,7 +318,9 @@ static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 			      .cap = cap,
 			      .len = msg->len,
 			      .idx = (uint32_t)w,
-			      .gen = (uint32_t)(w >> 32) };
+			      .gen = (uint32_t)(w >> 32),
+			      .split = split,
+			      .half = (msg->len / 2) & ~(uint64_t)63 };
 	if (x->idx >= NRNDV) {
 		free(x);
 		return -EPROTO;
@@ -379,6 +351,18 @@ static int shm_rndv_abort(void *tlp, xp_request_t *rreq)
 		struct shm_rx *x = xpi_container_of(pos, struct shm_rx, link);
 		if (x->rreq != rreq)
 			continue;
+		if (x->split && x->claimed) {
+			if (!xpi_shm_push_revoke(s, src, x))
+				return -EBUSY; /* the sender is writing into it: it completes */
+			/* Nobody copies it now: dropped, as a stream would drop it. */
+			xpi_shm_finish_send(s, src, x->idx, x->gen);
+			xpi_dlist_remove(&x->link);
+			s->streams--;
+			free(x);
+			claim_next(s, src);
+			return 0;
+		}
+		x->split = false; /* streamed in turn, and dropped */
 		x->cap = x->got < x->cap ? x->got : x->cap;
 		x->rreq = NULL;
 		return 0;
@@ -401,6 +385,16 @@ static int pump_tx(struct xpi_shm *s, int peer)
 		 * receives took them (not always ours), and says which. */
 		_Atomic uint32_t *mb = &ring_to(s, peer)->mailbox;
 		uint32_t claimed = atomic_load_explicit(mb, memory_order_acquire);
+		if (claimed & MAILBOX_PUSH) {
+			uint32_t idx = (claimed & ~MAILBOX_PUSH) - 1;
+			/* Taken with a compare-and-swap: the receiver may take
+			 * it back at the same time (xpi_shm_push_revoke). */
+			if (idx >= NRNDV || s->rndv_req[idx] == NULL ||
+			    !atomic_compare_exchange_strong(mb, &claimed, 0))
+				return 0;
+			xpi_shm_push_serve(s, peer, idx);
+			return 1;
+		}
 		if (claimed == 0 || claimed > NRNDV || s->rndv_req[claimed - 1] == NULL)
 			return 0;
 		atomic_store_explicit(mb, 0, memory_order_relaxed);
@@ -424,7 +418,7 @@ static int pump_tx(struct xpi_shm *s, int peer)
 		n++;
 	}
 	if (n != 0)
-		notify(p);
+		xpi_shm_notify(p);
 	if (p->tx_off == r->len) {
 		/* All of it is in the chunks: the user's buffer is free. */
 		rndv_release(s, (uint32_t)p->tx_idx);
@@ -437,6 +431,17 @@ static int pump_tx(struct xpi_shm *s, int peer)
 	return n;
 }
 
+/* Receiver: payload @x from @src is in; the next in line goes on. */
+static int rx_done(struct xpi_shm *s, int src, struct shm_rx *x)
+{
+	xpi_dlist_remove(&x->link);
+	if (x->rreq != NULL) /* NULL: its receive gave up (shm_rndv_abort) */
+		xpi_engine_rndv_done(s->ctx, x->rreq, 0);
+	free(x);
+	claim_next(s, src);
+	return 1;
+}
+
 /* Receiver: copies filled chunks from @src into the claimed receive. */
 static int pump_rx(struct xpi_shm *s, int src)
 {
@@ -446,6 +451,17 @@ static int pump_rx(struct xpi_shm *s, int src)
 	struct shm_rx *x = xpi_container_of(p->rx.next, struct shm_rx, link);
 	if (!x->claimed)
 		return 0;
+	if (x->split) {
+		int rc = xpi_shm_split_progress(s, src, x);
+		if (rc == 0)
+			return 0;
+		s->streams--;
+		if (rc < 0) {
+			start_stream(s, src, x); /* the chunks carry it all */
+			return 1;
+		}
+		return rx_done(s, src, x);
+	}
 	struct shm_bulk *b = xpi_shm_bulk(s->mine, s->ctx->size, src);
 	int n = 0;
 	while (x->got < x->len) {
@@ -471,15 +487,10 @@ static int pump_rx(struct xpi_shm *s, int src)
 		n++;
 	}
 	if (n != 0)
-		notify(p); /* room for the sender */
+		xpi_shm_notify(p); /* room for the sender */
 	if (x->got == x->len) {
-		xpi_dlist_remove(&x->link);
 		s->streams--;
-		if (x->rreq != NULL) /* NULL: its receive gave up (shm_rndv_abort) */
-			xpi_engine_rndv_done(s->ctx, x->rreq, 0);
-		free(x);
-		claim_next(s, src);
-		n++;
+		n += rx_done(s, src, x);
 	}
 	return n;
 }
@@ -554,7 +565,7 @@ static int poll_ring(struct xpi_shm *s, int src)
 }
 
 /* A peer whose process is gone fails what involves it. */
-static void peer_died(struct xpi_shm *s, int peer, const char *why)
+void xpi_shm_peer_died(struct xpi_shm *s, int peer, const char *why)
 {
 	struct shm_peer *p = &s->peers[peer];
 	p->dead = true;
@@ -597,7 +608,7 @@ static void check_liveness(struct xpi_shm *s)
 		if (p->pidfd >= 0)
 			s->pidfds[n++] = (struct pollfd){ .fd = p->pidfd, .events = POLLIN };
 		else if (kill(p->pid, 0) < 0 && errno == ESRCH)
-			peer_died(s, s->polled[i], "exited or died (its process is gone)");
+			xpi_shm_peer_died(s, s->polled[i], "exited or died (its process is gone)");
 	}
 	if (n == 0 || poll(s->pidfds, (nfds_t)n, 0) <= 0)
 		return;
@@ -605,7 +616,8 @@ static void check_liveness(struct xpi_shm *s)
 		struct shm_peer *p = &s->peers[s->polled[i]];
 		for (int j = 0; j < n; j++)
 			if (!p->dead && s->pidfds[j].fd == p->pidfd && s->pidfds[j].revents != 0)
-				peer_died(s, s->polled[i], "exited or died (its process is gone)");
+				xpi_shm_peer_died(s, s->polled[i],
+						  "exited or died (its process is gone)");
 	}
 }
 
@@ -651,9 +663,16 @@ static bool work_waiting(struct xpi_shm *s)
 		if (xpi_slot_ring_peek(&s->mine->rings[peer]) != NULL)
 			return true;
 		if (!xpi_dlist_empty(&p->rx)) { /* a chunk for our claimed receive? */
+			const struct shm_rx *x = xpi_container_of(p->rx.next, struct shm_rx, link);
 			struct shm_bulk *b = xpi_shm_bulk(s->mine, s->ctx->size, peer);
-			if (atomic_load(&b->chunk[p->rx_chunk % NCHUNK].state) & CHUNK_FULL)
+			if (x->split && x->claimed) { /* our part to read, or its answer? */
+				uint32_t done = atomic_load(&b->push.done) & ~PUSH_FAILED;
+				if (!x->read_done || done == x->push_seq)
+					return true;
+			} else if (atomic_load(&b->chunk[p->rx_chunk % NCHUNK].state) &
+				   CHUNK_FULL) {
 				return true;
+			}
 		}
 		if (!xpi_dlist_empty(&p->tx_out)) { /* a claim, or a chunk emptied? */
 			struct xpi_slot_ring *r = &p->seg->rings[s->ctx->rank];

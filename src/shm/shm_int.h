@@ -13,7 +13,7 @@
 #include "../core/slot_ring.h"
 
 #define SEG_MAGIC 0x58534547u /* "XSEG" */
-#define SEG_VERSION 5u
+#define SEG_VERSION 6u
 /* Rendezvous sends a rank may have announced and not yet handed over (all
  * peers together); the state words live in its segment, 16 B each. */
 #define NRNDV 65536u
@@ -29,17 +29,35 @@
 /* Rendezvous state words: a generation (so a stale announcement never
  * matches a reused word) and a state in the low two bits. */
 enum { RNDV_FREE = 0, RNDV_PENDING = 1, RNDV_CLAIMED = 2, RNDV_DONE = 3 };
-/* From this size a rendezvous payload is read straight from the sender's
- * buffer with process_vm_readv (one copy, with a system call and page
- * pinning per message) instead of streamed through chunks (two copies, one
- * on each core, no system call). Measured here, xport-perf bw, window 64,
- * alternating runs: at 1 MiB chunks gave 9.3-12.3 GB/s and direct reads
- * 4.9-5.8; at 8 MiB 4.9-10.7 against 4.0-4.7; only once, with the two vCPUs
- * placed far apart, did direct reads win (3.8 against 1.2-1.9, which a bare
- * two-process memcpy pipeline also gave then). So chunks by default, as
- * Open MPI's vader and UCX's posix transport do; XP_SHM_CMA_MIN=<bytes>
- * turns direct reads on from that size. */
-#define SHM_CMA_MIN_DEFAULT UINT64_MAX
+/*
+ * From this size a rendezvous payload is copied by cross-memory attach,
+ * split between the two processes (shm_cma.c): the receiver reads the first
+ * part from the sender's buffer with process_vm_readv while the sender
+ * writes the rest into the receive buffer with process_vm_writev. One copy
+ * per byte instead of two, done by both cores at once; each call pins the
+ * other's pages and is a system call.
+ *
+ * Measured here (xprun -n 2 xport-perf bw and lat --transport shm, pinned,
+ * two runs each, XP_SHM_CMA_MIN=1 against off):
+ *  - bw, window 64 into distinct buffers, GB/s: 8 KiB 3.2-3.6 against
+ *    3.4; 32 KiB 8.3-9.6 / 5.3-5.4; 256 KiB 17.7-18.8 / 10.4-10.8; 1 MiB
+ *    20.8-21.7 / 11.7-12.0;
+ *  - bw, all into one buffer: 32 KiB 18.4-18.5 / 7.2; 1 MiB 55.8-56.4 /
+ *    14.5-15.0;
+ *  - lat, one-way p50, us: 8 KiB 1.55 / 1.78-1.84; 64 KiB 2.6-2.7 /
+ *    7.9-8.2; 1 MiB 26.1 / 76.9-78.2.
+ * The receiver reading all of it alone (the direct mode before this) gave
+ * 9.4-9.8 and 19.6-20.3 GB/s at 1 MiB. So from 8 KiB, every payload the
+ * ring does not carry inline; XP_SHM_CMA_MIN moves the threshold, "off"
+ * keeps every payload in the chunks.
+ */
+/* The mailbox word with this bit names a claimed send the receiver wants
+ * pushed (struct shm_push), not streamed through the chunks. */
+#define MAILBOX_PUSH 0x80000000u
+/* shm_push.done: the sender could not write into the receive buffer
+ * (no ptrace rights to the receiver, a buffer it cannot pin): the receiver
+ * reads that part itself. */
+#define PUSH_FAILED 0x80000000u
 
 struct shm_rndv {
 	_Atomic uint32_t state; /* gen << 2 | RNDV_* */
@@ -47,8 +65,21 @@ struct shm_rndv {
 	_Atomic uint64_t addr; /* the send's buffer, for direct reads */
 };
 
-/* The chunks one sender streams rendezvous payloads through to us. */
+/* A split copy's request: the receiver asks the sender of the claimed send
+ * its mailbox names to write bytes [off, off + len) of the payload to addr
+ * in the receiver's memory. The sender answers in done with the request's
+ * seq, or seq | PUSH_FAILED. One at a time per pair, in claim order. */
+struct shm_push {
+	_Alignas(64) _Atomic uint64_t addr;
+	_Atomic uint64_t off, len;
+	_Atomic uint32_t seq;
+	_Alignas(64) _Atomic uint32_t done;
+};
+
+/* The chunks one sender streams rendezvous payloads through to us, and the
+ * split copies it is asked to push. */
 struct shm_bulk {
+	struct shm_push push;
 	struct {
 		_Alignas(64) _Atomic uint32_t state; /* 0 free, else CHUNK_FULL | bytes */
 	} chunk[NCHUNK];
@@ -79,6 +110,13 @@ struct shm_rx {
 	uint32_t idx, gen;
 	bool claimed; /* the sender was asked to stream it (start_stream) */
 	uint64_t got; /* bytes taken from chunks */
+	/* Split copy (shm_cma.c): we read [0, half), the sender writes the
+	 * rest. split is cleared if it falls back to the chunks. */
+	bool split;
+	bool read_done; /* our part is in */
+	int read_rc;    /* how reading it went: 0 or -errno */
+	uint64_t half;
+	uint32_t push_seq; /* the request's, once made */
 };
 
 struct shm_peer {
@@ -99,6 +137,7 @@ struct shm_peer {
 	/* Receiving from it. */
 	struct xpi_dlink rx; /* struct shm_rx, claim order */
 	uint32_t rx_chunk;
+	uint32_t push_seq; /* split copies asked of it so far */
 };
 
 struct xpi_shm {
@@ -129,6 +168,30 @@ struct xpi_shm {
 };
 
 size_t xpi_shm_seg_size(int nranks);
+/* Rings @p's doorbell if it sleeps (shm.c). */
+void xpi_shm_notify(struct shm_peer *p);
+void xpi_shm_peer_died(struct xpi_shm *s, int peer, const char *why);
+
+/* shm_cma.c: copies by cross-memory attach. */
+/* Reads up to @cap bytes of claimable send @idx/@gen of @src into @dst,
+ * all of it by ourselves: 0, -ECANCELED (withdrawn), -EFAULT (claimed, but
+ * to be streamed), or another error. */
+int xpi_shm_fetch_direct(struct xpi_shm *s, int src, uint32_t idx, uint32_t gen, void *dst,
+			 size_t cap);
+/* Receiver: the sender's send @idx/@gen is ours in full; it learns it
+ * from the count we raise beside its ring to us. */
+void xpi_shm_finish_send(struct xpi_shm *s, int src, uint32_t idx, uint32_t gen);
+/* Receiver: asks @src to push its part of split copy @x, first in line. */
+void xpi_shm_push_request(struct xpi_shm *s, int src, struct shm_rx *x);
+/* Receiver: takes back the push request of @x if the sender has not taken
+ * it yet. True if taken back: the sender will not write. */
+bool xpi_shm_push_revoke(struct xpi_shm *s, int src, const struct shm_rx *x);
+/* Sender: serves a push request for our send @idx to @peer. */
+void xpi_shm_push_serve(struct xpi_shm *s, int peer, uint32_t idx);
+/* Receiver: moves split copy @x from @src on. 1 when it is complete (its
+ * sender told), 0 while it waits for the sender, -1 if it fell back to
+ * the chunks (streamed from now on, x->split cleared). */
+int xpi_shm_split_progress(struct xpi_shm *s, int src, struct shm_rx *x);
 struct shm_bulk *xpi_shm_bulk(struct shm_seg *seg, int nranks, int src);
 void xpi_shm_destroy(void *tlp);
 /* ctx->host_area: world rank @rank's collective area on @channel. */

@@ -175,7 +175,9 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	mine.probe = (uint64_t)(uintptr_t)&probe_word;
 	mine.probe_val = probe_word;
 	/* XP_SHM_CMA_MIN, validated with every setting (settings.c). */
-	s->cma_min = ctx->cfg.shm_cma_min == SIZE_MAX ? SHM_CMA_MIN_DEFAULT : ctx->cfg.shm_cma_min;
+	s->cma_min = ctx->cfg.shm_cma_min == SIZE_MAX ? UINT64_MAX :
+		     ctx->cfg.shm_cma_min == 0        ? XPI_SHM_CMA_MIN_DEFAULT :
+							ctx->cfg.shm_cma_min;
 	if (any) {
 		sweep_stale();
 		seg_name(name, sizeof(name), getpid(), me);
@@ -299,7 +301,7 @@ out:
 
 /* Every host has shared memory; which peers share this host the selection
  * decides from the cards' host identities. The figures are this machine's
- * measurements (perf/compare-tcp.sh on the 2-core development machine). */
+ * measurements (perf/compare-p2p.py on the 2-core development machine). */
 static int shm_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card_tl *entry,
 		    const char **why)
 {

@@ -481,7 +481,7 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 
 /* Reachable where this rank's listeners are: the address family a peer
  * needs (card.h's TCP reach). The figures are this machine's measurements
- * (perf/compare-tcp.sh on the 2-core development machine). */
+ * (perf/compare-p2p.py on the 2-core development machine). */
 static int tcp_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card_tl *entry,
 		    const char **why)
 {
