@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mpi-baseline: the Open MPI rows of perf/compare-tcp.sh --transport shm.
- * Two ranks of an MPI job measure what xport-perf measures, the same way,
- * so that the figures stand side by side:
+ * mpi-baseline: the Open MPI rows of perf/compare-p2p.py (ob1 over vader,
+ * and over tcp for the message rate). Two ranks of an MPI job measure what
+ * xport-perf measures, the same way, so that the figures stand side by side:
  *
  *  - lat: ping-pong of SIZE bytes (default 8). Each side posts its receive
  *    before the message it waits for can be sent (MPI_Irecv, then MPI_Send,
@@ -19,21 +19,28 @@
  *    rounds (default 10, after one warmup round) is reported. Unlike
  *    xport-perf's out-of-band barrier, the go crosses the measured
  *    transport; it is one small message (~0.1 us) in a round of milliseconds.
+ *  - rate: as bw, over small messages (default 8 B), but a round is 8192
+ *    messages with at most WINDOW in flight (the sender waits for its oldest
+ *    send before the next), as xport-perf's rate between processes, so that
+ *    the go stays small beside the round; the median over ITERS rounds
+ *    (default 40, after a tenth of that as warmup) in Mmsg_per_s (10^6
+ *    messages/s), at the receiver.
  *  - Every received message's first and last bytes are checked (they change
  *    with every iteration or round), so a run that drops data fails instead
  *    of reporting a number.
  *
  * Output: one JSON object per test on stdout, from rank 0, with the keys of
  * xport-perf's rows (test, transport, size, iters, lat_us_p50, lat_us_p99,
- * bw_MBps; bw rows also window, msgs_per_round and recv_buffers).
+ * bw_MBps; bw and rate rows also Mmsg_per_s, window, msgs_per_round and
+ * recv_buffers).
  * MB/s = 10^6 B/s.
  * A header on stderr says which MPI library, which Open MPI components the
  * environment asked for, and which CPUs each rank may run on.
  *
- * Build and run (what compare-tcp.sh does):
+ * Build and run (what compare-p2p.py does):
  *   mpicc -O2 -std=c11 -o build/perf/mpi-baseline perf/mpi_baseline.c
  *   mpirun --allow-run-as-root -np 2 --bind-to core --mca pml ob1 \
- *       --mca btl self,vader build/perf/mpi-baseline lat|bw|all
+ *       --mca btl self,vader build/perf/mpi-baseline lat|bw|rate|all
  * This is not part of the Meson build: it needs an MPI compiler wrapper.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_* */
@@ -47,22 +54,24 @@
 #include <unistd.h>
 #include "perf_util.h"
 
-/* compare-tcp.sh passes meson's project version, as meson does for the
+/* compare-p2p.py passes meson's project version, as meson does for the
  * other programs; a build by hand says so instead of inventing one. */
 #ifndef XPORT_VERSION_STRING
-#define XPORT_VERSION_STRING "unknown (built outside perf/compare-tcp.sh)"
+#define XPORT_VERSION_STRING "unknown (built outside perf/compare-p2p.py)"
 #endif
 
 #define TAG_LAT 0x1a7
 #define TAG_BW 0xb3
 #define TAG_GO 0x60
+/* rate: messages in a round, as xport-perf's NET_ROUND_MSGS. */
+#define RATE_ROUND_MSGS 8192
 
 struct opts {
-	int lat, bw;
-	long lat_size, bw_size; /* -1: the default of the test */
-	long iters;             /* 0: the default of the test */
+	int lat, bw, rate;
+	long lat_size, bw_size, rate_size;
+	long iters; /* 0: the default of the test */
 	int window;
-	int one_buffer; /* bw: every receive of a window into one buffer */
+	int one_buffer; /* bw, rate: every receive of a round into one buffer */
 	const char *transport;
 };
 
@@ -162,20 +171,27 @@ static void run_lat(const struct opts *o, size_t size)
 	free(rbuf);
 }
 
-static void run_bw(const struct opts *o, size_t size)
+/*
+ * bw and rate: rounds of @n messages of @size bytes, at most a window in
+ * flight, into distinct receive buffers (or one, --one-buffer), timed at
+ * the receiver from its go to its last completion.
+ */
+static void run_stream(const struct opts *o, const char *test, size_t size, long n, long rounds,
+		       long warm)
 {
 	const int peer = 1 - me, w = o->window;
-	const long rounds = o->iters > 0 ? o->iters : 10, warm = 1;
+	const long nbufs = o->one_buffer ? 1 : n;
 	uint8_t *sbuf = NULL, *win = NULL;
-	MPI_Request *req = calloc((size_t)w, sizeof(*req));
-	double *bw = calloc((size_t)rounds, sizeof(*bw));
+	MPI_Request *req = calloc((size_t)n, sizeof(*req));
+	/* Per round, Mmsg/s; the bandwidth is that times the size. */
+	double *rate = calloc((size_t)rounds, sizeof(*rate));
 
-	if (req == NULL || bw == NULL)
+	if (req == NULL || rate == NULL)
 		die("out of memory (%s)", "requests");
 	if (me == 0)
 		sbuf = alloc_touched(size);
 	else
-		win = alloc_touched(size * (size_t)(o->one_buffer ? 1 : w));
+		win = alloc_touched(size * (size_t)nbufs);
 	MPI_Barrier(MPI_COMM_WORLD);
 	for (long r = 0; r < warm + rounds; r++) {
 		if (me == 0) {
@@ -183,44 +199,63 @@ static void run_bw(const struct opts *o, size_t size)
 			stamp(sbuf, size, r, me);
 			MPI_Recv(NULL, 0, MPI_BYTE, peer, TAG_GO, MPI_COMM_WORLD,
 				 MPI_STATUS_IGNORE);
-			for (int k = 0; k < w; k++)
+			/* A window in flight: each send waits for the one a window
+			 * before it (in bw a round is one window: no wait). */
+			for (long k = 0; k < n; k++) {
+				if (k >= w)
+					MPI_Wait(&req[k % w], MPI_STATUS_IGNORE);
 				MPI_Isend(sbuf, (int)size, MPI_BYTE, peer, TAG_BW, MPI_COMM_WORLD,
-					  &req[k]);
-			MPI_Waitall(w, req, MPI_STATUSES_IGNORE);
+					  &req[k % w]);
+			}
+			MPI_Waitall(n < w ? (int)n : w, req, MPI_STATUSES_IGNORE);
 		} else {
-			for (int k = 0; k < w; k++)
+			for (long k = 0; k < n; k++)
 				MPI_Irecv(win + (size_t)(o->one_buffer ? 0 : k) * size, (int)size,
 					  MPI_BYTE, peer, TAG_BW, MPI_COMM_WORLD, &req[k]);
 			int64_t t0 = now_ns();
 			MPI_Send(NULL, 0, MPI_BYTE, peer, TAG_GO, MPI_COMM_WORLD);
-			MPI_Waitall(w, req, MPI_STATUSES_IGNORE);
+			MPI_Waitall((int)n, req, MPI_STATUSES_IGNORE);
 			int64_t t1 = now_ns();
-			for (int k = 0; k < (o->one_buffer ? 1 : w); k++)
-				check(win + (size_t)k * size, size, r, peer, "bw");
+			for (long k = 0; k < nbufs; k++)
+				check(win + (size_t)k * size, size, r, peer, test);
 			if (r >= warm)
-				bw[r - warm] = (double)w * (double)size * 1e3 /
-					       (double)(t1 - t0 > 0 ? t1 - t0 : 1);
+				rate[r - warm] =
+					(double)n * 1e3 / (double)(t1 - t0 > 0 ? t1 - t0 : 1);
 		}
 	}
 	/* The receiver's figures reach rank 0, which prints. */
 	if (me == 1)
-		MPI_Send(bw, (int)rounds, MPI_DOUBLE, 0, TAG_BW, MPI_COMM_WORLD);
+		MPI_Send(rate, (int)rounds, MPI_DOUBLE, 0, TAG_BW, MPI_COMM_WORLD);
 	else
-		MPI_Recv(bw, (int)rounds, MPI_DOUBLE, 1, TAG_BW, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		MPI_Recv(rate, (int)rounds, MPI_DOUBLE, 1, TAG_BW, MPI_COMM_WORLD,
+			 MPI_STATUS_IGNORE);
 	if (me == 0) {
-		qsort(bw, (size_t)rounds, sizeof(*bw), cmp_double);
-		printf("{\"test\":\"bw\",\"transport\":\"%s\",\"size\":%zu,\"iters\":%ld,"
+		qsort(rate, (size_t)rounds, sizeof(*rate), cmp_double);
+		double mmsg = rate[pct_index((size_t)rounds, 50)], mbps = mmsg * (double)size;
+		printf("{\"test\":\"%s\",\"transport\":\"%s\",\"size\":%zu,\"iters\":%ld,"
 		       "\"lat_us_avg\":null,\"lat_us_min\":null,\"lat_us_p50\":null,"
-		       "\"lat_us_p99\":null,\"bw_MBps\":%.1f,\"window\":%d,"
-		       "\"msgs_per_round\":%d,\"recv_buffers\":%d}\n",
-		       o->transport, size, rounds, bw[pct_index((size_t)rounds, 50)], w, w,
-		       o->one_buffer ? 1 : w);
+		       "\"lat_us_p99\":null,\"bw_MBps\":%.1f,\"Mmsg_per_s\":%.3f,\"window\":%d,"
+		       "\"msgs_per_round\":%ld,\"recv_buffers\":%ld}\n",
+		       test, o->transport, size, rounds, mbps, mmsg, w, n, nbufs);
 		fflush(stdout);
 	}
 	free(req);
-	free(bw);
+	free(rate);
 	free(sbuf);
 	free(win);
+}
+
+static void run_bw(const struct opts *o, size_t size)
+{
+	run_stream(o, "bw", size, o->window, o->iters > 0 ? o->iters : 10, 1);
+}
+
+static void run_rate(const struct opts *o, size_t size)
+{
+	/* Whole windows, at least RATE_ROUND_MSGS messages. */
+	long n = (RATE_ROUND_MSGS + o->window - 1) / o->window * o->window;
+	long rounds = o->iters > 0 ? o->iters : 40;
+	run_stream(o, "rate", size, n, rounds, rounds / 10 > 0 ? rounds / 10 : 1);
 }
 
 /* "0-1" style list of the CPUs this process may run on. */
@@ -283,16 +318,18 @@ static long parse_long(const char *s, const char *what)
 
 static void usage(void)
 {
-	fputs("usage: mpirun -np 2 ... mpi-baseline [lat|bw|all] [--size N] [--iters N]\n"
+	fputs("usage: mpirun -np 2 ... mpi-baseline [lat|bw|rate|all] [--size N] [--iters N]\n"
 	      "                                     [--window N] [--one-buffer] [--transport LABEL]\n"
 	      "                                     [--version]\n"
 	      "  lat          ping-pong, one-way = half the round trip (default 8 B)\n"
 	      "  bw           window of sends, measured at the receiver (default 1 MiB)\n"
-	      "  all          both (the default)\n"
+	      "  rate         as bw, rounds of 8192 messages (default 8 B): Mmsg_per_s\n"
+	      "  all          all three (the default)\n"
 	      "  --size N     message size in bytes (k/m suffixes, x1024)\n"
-	      "  --iters N    lat: round trips (default 10000); bw: rounds (default 10)\n"
-	      "  --window N   bw: sends in flight (default 64)\n"
-	      "  --one-buffer bw: every receive of a window into one buffer (as osu_bw,\n"
+	      "  --iters N    lat: round trips (default 10000); bw: rounds (default 10);\n"
+	      "               rate: rounds (default 40)\n"
+	      "  --window N   bw, rate: sends in flight (default 64)\n"
+	      "  --one-buffer bw, rate: every receive of a round into one buffer (as osu_bw,\n"
 	      "               ucx_perftest), not one buffer each (as xport-perf)\n"
 	      "  --transport  the label of the JSON rows (default: from OMPI_MCA_btl,\n"
 	      "               e.g. vader for self,vader)\n"
@@ -302,7 +339,9 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	struct opts o = { .lat = 1, .bw = 1, .lat_size = 8, .bw_size = 1048576, .window = 64 };
+	struct opts o = {
+		.lat = 1, .bw = 1, .lat_size = 8, .bw_size = 1048576, .rate_size = 8, .window = 64
+	};
 	long size = -1;
 	int nranks;
 
@@ -312,11 +351,13 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "lat") == 0) {
-			o.lat = 1, o.bw = 0;
+			o.lat = 1, o.bw = o.rate = 0;
 		} else if (strcmp(a, "bw") == 0) {
-			o.lat = 0, o.bw = 1;
+			o.lat = o.rate = 0, o.bw = 1;
+		} else if (strcmp(a, "rate") == 0) {
+			o.lat = o.bw = 0, o.rate = 1;
 		} else if (strcmp(a, "all") == 0) {
-			o.lat = o.bw = 1;
+			o.lat = o.bw = o.rate = 1;
 		} else if (strcmp(a, "--one-buffer") == 0) {
 			o.one_buffer = 1;
 		} else if (strcmp(a, "--version") == 0) {
@@ -353,9 +394,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (size >= 0)
-		o.lat_size = o.bw_size = size;
-	if ((size_t)o.bw_size * (size_t)o.window > ((size_t)1 << 31))
+		o.lat_size = o.bw_size = o.rate_size = size;
+	if (o.bw && (size_t)o.bw_size * (size_t)o.window > ((size_t)1 << 31))
 		die("%s: window x size above 2 GiB", "bw");
+	if (o.rate &&
+	    (size_t)o.rate_size * (RATE_ROUND_MSGS + (size_t)o.window) > ((size_t)1 << 31))
+		die("%s: a round's receive buffers above 2 GiB", "rate");
 	static char label[64];
 	if (o.transport == NULL) {
 		const char *btl = getenv("OMPI_MCA_btl"), *pml = getenv("OMPI_MCA_pml");
@@ -375,6 +419,8 @@ int main(int argc, char **argv)
 		run_lat(&o, (size_t)o.lat_size);
 	if (o.bw)
 		run_bw(&o, (size_t)o.bw_size);
+	if (o.rate)
+		run_rate(&o, (size_t)o.rate_size);
 	MPI_Finalize();
 	return 0;
 }

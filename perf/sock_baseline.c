@@ -2,7 +2,7 @@
 /*
  * sock-baseline: what plain TCP sockets achieve over loopback on this
  * machine, measured the way xport-perf measures xport, so the two can be
- * read side by side (perf/compare-tcp.sh runs both, beside ucx_perftest).
+ * read side by side (perf/compare-p2p.py runs both, beside ucx_perftest).
  *
  * Two processes, both children of this one: a server (bound to port 0 on
  * 127.0.0.1, it reports the port through a pipe) and a client that connects
