@@ -1635,6 +1635,12 @@ static void print_pinning(const struct rank_state *rs)
 	const struct bench *b = rs->b;
 	if (b->o->reg)
 		fprintf(hdr_out, "# buffers registered (--register): xp_mem_register\n");
+	if (b->net)
+		fprintf(hdr_out, "# thread mode: %s\n",
+			b->cfg.thread_mode == XP_THREAD_FUNNELED ?
+				"funneled (one thread per rank)" :
+			b->cfg.thread_mode == XP_THREAD_SERIALIZED ? "serialized" :
+								     "multi");
 	if (!b->o->pin) {
 		fprintf(hdr_out, "# ranks NOT pinned (--no-pin): the scheduler places them\n");
 		return;
@@ -2229,6 +2235,11 @@ static int main_net(struct bench *b)
 		b->cfg.transports = "tcp";
 	else if (o->transport == TR_SHM)
 		b->cfg.transports = "shm";
+	/* Each rank is this process's one thread, as ucx_perftest's worker is
+	 * single-threaded and osu_latency runs under MPI_THREAD_SINGLE: say so
+	 * (XP_THREAD_MODE, if set, decides instead). */
+	if (getenv("XP_THREAD_MODE") == NULL)
+		b->cfg.thread_mode = XP_THREAD_FUNNELED;
 	int rc = xp_init(&b->cfg, &ctx);
 	if (rc < 0)
 		die("xp_init failed: %s%s%s", xp_strerror(rc), *xp_error_detail() ? ": " : "",

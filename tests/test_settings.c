@@ -97,7 +97,7 @@ static void test_bad_environment(void)
 		{ "XP_RNDV_THRESHOLD", "4kb", { "not a size" } },
 		{ "XP_SHM_CMA_MIN", "sometimes", { "or off" } },
 		{ "XP_HUGEPAGES", "maybe", { "auto, off, on" } },
-		{ "XP_THREAD_MODE", "single", { "multi, serialized" } },
+		{ "XP_THREAD_MODE", "single", { "multi, serialized, funneled" } },
 		{ "XP_SOCKET_IFNAME", "a-name-longer-than-ifnamsiz", { "1 to 15 bytes" } },
 #ifndef XPT_DPDK_BUILT /* a build without DPDK names what it has */
 		{ "XP_TRANSPORTS", "dpdk", { "dpdk is not in this build", "built: shm" } },

@@ -69,6 +69,13 @@ enum xp_thread_mode {
 	 * worker). The rank then skips the two atomic exchanges per call that
 	 * hand its engine from thread to thread. */
 	XP_THREAD_SERIALIZED = 1,
+	/* The program promises that only the thread that called xp_init calls
+	 * into the rank, xp_finalize included (MPI's MPI_THREAD_FUNNELED). As
+	 * serialized, and the TCP transport ties its io_uring to that thread
+	 * (IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN): a received message then
+	 * costs the kernel less (docs/ARCHITECTURE.md, "The TCP transport"). A
+	 * call from another thread fails the rank's TCP connections. */
+	XP_THREAD_FUNNELED = 2,
 };
 
 /**

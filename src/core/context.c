@@ -30,7 +30,8 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 	ctx->rank = rank;
 	ctx->size = size;
 	ctx->cfg = *cfg;
-	ctx->serialized = cfg->thread_mode == XP_THREAD_SERIALIZED;
+	/* Funneled is serialized too: one thread at a time, always the same. */
+	ctx->serialized = cfg->thread_mode != XP_THREAD_MULTI;
 	ctx->eager_credit_per_peer = cfg->unexpected_max_bytes / (uint64_t)size;
 	ctx->spin_rounds = XPI_SPIN_ROUNDS;
 	xpi_mpsc_init(&ctx->cmdq);

@@ -14,7 +14,7 @@
 #define DAY_MS (24LL * 3600 * 1000)
 
 static const char *const hugepage_names[] = { "auto", "off", "on", NULL };
-static const char *const thread_names[] = { "multi", "serialized", NULL };
+static const char *const thread_names[] = { "multi", "serialized", "funneled", NULL };
 static const char *const zc_names[] = { "auto", "off", "on", NULL };
 static const char *const level_names[] = { "none", "error", "warn", "info", "debug", NULL };
 static const char *const off_on_names[] = { "off", "on", NULL };

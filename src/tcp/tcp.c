@@ -387,18 +387,45 @@ static void rearm(struct xpi_tcp *t)
 	}
 }
 
+/* A ring tied to the thread of xp_init (XP_THREAD_FUNNELED) refuses any
+ * other: the promise was broken, and the connections' traffic can no
+ * longer be driven. Said once; the rank's TCP peers fail, by name. */
+static void wrong_thread(struct xpi_tcp *t)
+{
+	if (t->wrong_thread_said)
+		return;
+	t->wrong_thread_said = true;
+	for (int p = 0; p < t->nconn; p++) {
+		struct tcp_conn *c = conn_of(t, p);
+		if (c->fd_ctl >= 0 && !c->dead)
+			tcp_conn_fail(c, -EEXIST,
+				      "cannot be reached from this thread: XP_THREAD_FUNNELED "
+				      "promised only the thread of xp_init calls into the rank");
+	}
+}
+
 static int tcp_progress(void *tlp)
 {
 	struct xpi_tcp *t = tlp;
 	struct io_uring_cqe *cqe;
 	int n = 0;
 
+	/* Another thread would find the ring refusing it only when it next
+	 * has something to ask, or never: tell it now. */
+	if (xpi_unlikely(t->evfd >= 0 && !pthread_equal(pthread_self(), t->ring_thread))) {
+		wrong_thread(t);
+		return 0;
+	}
+
 	/* With TASKRUN_FLAG the kernel says when completions wait to be run:
 	 * only then is a system call needed. */
 	unsigned kflags = IO_URING_READ_ONCE(*t->ring.sq.kflags);
 	if (io_uring_sq_ready(&t->ring) != 0 || (kflags & IORING_SQ_TASKRUN) ||
-	    !(t->ring_flags & IORING_SETUP_TASKRUN_FLAG))
-		io_uring_submit_and_get_events(&t->ring);
+	    !(t->ring_flags & IORING_SETUP_TASKRUN_FLAG)) {
+		int rc = io_uring_submit_and_get_events(&t->ring);
+		if (xpi_unlikely(rc == -EEXIST))
+			wrong_thread(t);
+	}
 	/* An empty CQ is seen by two loads here: io_uring_peek_cqe would
 	 * look through liburing's out-of-line __io_uring_get_cqe first, on
 	 * every idle round of every waiter. An overflow is left to it. */
@@ -424,6 +451,8 @@ static int tcp_progress(void *tlp)
  * Completions the kernel holds as task work for this thread (COOP_TASKRUN)
  * wake the ppoll too: adding the work wakes an interruptible sleeper, the
  * work runs as the call returns, and the call, restarted, finds the CQEs. */
+static void tcp_sleep_done(void *tlp);
+
 static int tcp_sleep_prepare(void *tlp, struct pollfd *fds, int max)
 {
 	struct xpi_tcp *t = tlp;
@@ -432,11 +461,31 @@ static int tcp_sleep_prepare(void *tlp, struct pollfd *fds, int max)
 	if (t->nheld != 0)
 		tcp_ctl_release_holds(t);
 	io_uring_submit(&t->ring);
+	/* A deferring ring signals its eventfd from now on; the look below
+	 * catches what came before. */
+	if (t->evfd >= 0)
+		io_uring_cq_eventfd_toggle(&t->ring, true);
 	if (io_uring_cq_ready(&t->ring) != 0 || io_uring_cq_has_overflow(&t->ring) ||
-	    (IO_URING_READ_ONCE(*t->ring.sq.kflags) & IORING_SQ_TASKRUN) != 0)
+	    (IO_URING_READ_ONCE(*t->ring.sq.kflags) & IORING_SQ_TASKRUN) != 0) {
+		tcp_sleep_done(t);
 		return -EAGAIN;
-	fds[0] = (struct pollfd){ .fd = t->ring.ring_fd, .events = POLLIN };
+	}
+	int fd = t->evfd >= 0 ? t->evfd : t->ring.ring_fd;
+	fds[0] = (struct pollfd){ .fd = fd, .events = POLLIN };
 	return 1;
+}
+
+/* Awake: a deferring ring stops signalling (a spinning owner sees the
+ * flag), and what it signalled is drained. */
+static void tcp_sleep_done(void *tlp)
+{
+	struct xpi_tcp *t = tlp;
+	if (t->evfd < 0)
+		return;
+	io_uring_cq_eventfd_toggle(&t->ring, false);
+	uint64_t v;
+	ssize_t n = read(t->evfd, &v, sizeof(v));
+	(void)n; /* EAGAIN: nothing signalled */
 }
 
 static bool tcp_tx_pending(void *tlp)
@@ -472,7 +521,7 @@ const struct xpi_tl_ops xpi_tcp_ops = {
 	.msg_release = tcp_msg_release,
 	.progress = tcp_progress,
 	.sleep_prepare = tcp_sleep_prepare,
-	.sleep_done = xpi_tl_sleep_done_none,
+	.sleep_done = tcp_sleep_done,
 	.tx_pending = tcp_tx_pending,
 	.destroy = tcp_destroy,
 };

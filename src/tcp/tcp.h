@@ -20,6 +20,7 @@
 #define XPI_TCP_H
 
 #include <liburing.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -179,6 +180,12 @@ struct xpi_tcp {
 	struct io_uring ring;
 	unsigned ring_flags;
 	bool ring_ok;
+	/* DEFER_TASKRUN (XP_THREAD_FUNNELED): the ring's fd does not wake a
+	 * poll for completions the kernel defers, so a sleep waits on this
+	 * eventfd, which the ring signals while the sleep allows it. -1: none. */
+	int evfd;
+	pthread_t ring_thread;  /* DEFER_TASKRUN: the only thread the ring serves */
+	bool wrong_thread_said; /* another thread came anyway: said once */
 	int nconn;
 	int *held; /* peers whose control queue is held (tx_held), nheld of them */
 	int nheld;

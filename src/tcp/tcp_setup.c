@@ -348,6 +348,7 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	t->ctx = ctx;
 	t->ask_timer.fire = tcp_ask_timer_fire;
 	t->listen_fd = -1;
+	t->evfd = -1;
 	t->nconn = ctx->size;
 	t->max_eager = XPI_TCP_MAX_EAGER;
 	t->credit_per_peer = ctx->eager_credit_per_peer;
