@@ -400,7 +400,9 @@ static void barrier_wait(struct spin_barrier *bar, int nranks)
  * barrier would strand the tail of its round, and the receiver would wait
  * for it until XP_TIMEOUT_MS (two xp_send() and an xp_oob_barrier() are
  * enough). The helper is pinned with the rank (it inherits the affinity)
- * and mostly sleeps in poll().
+ * and mostly sleeps in poll(). Since then the out-of-band calls run the
+ * engine themselves every millisecond they wait, which a funneled rank
+ * (the default here) relies on: no other thread may call into it.
  */
 struct ctl_op {
 	xp_context_t *ctx;
@@ -437,7 +439,9 @@ static void ctl_net(struct rank_state *rs, bool barrier, const void *mine, size_
 	};
 	const char *call = barrier ? "xp_oob_barrier" : "xp_oob_allgather";
 	pthread_t thread;
-	if (!rs->sent) {
+	/* Funneled, no other thread may call into the rank; the barrier runs
+	 * the engine itself, every millisecond it waits (src/job/init.c). */
+	if (!rs->sent || rs->b->cfg.thread_mode == XP_THREAD_FUNNELED) {
 		op.rc = ctl_op_run(&op);
 	} else {
 		rs->sent = false;
