@@ -68,7 +68,8 @@ int xpi_engine_run(xp_context_t *ctx)
 	if (ctx->npending != 0)
 		n += xpi_engine_retry_pending(ctx);
 	for (int i = 0; i < ctx->ntls; i++)
-		n += ctx->tls[i].ops->progress(ctx->tls[i].tl);
+		if (ctx->tls[i].ops->progress != NULL) /* NULL: nothing to poll (self) */
+			n += ctx->tls[i].ops->progress(ctx->tls[i].tl);
 	if (xpi_unlikely(ctx->ntimers != 0))
 		n += xpi_timers_run(ctx, xpi_now_ns()); /* a clock read only with timers */
 	flush_reposts(ctx);

@@ -198,6 +198,7 @@ struct xpi_tl_ops {
 	 * fetch), send_cancel or msg_release before they return; the transport
 	 * must be consistent whenever it calls them. Reports a lost peer with
 	 * xpi_engine_peer_failed(). Returns the events it handled (>= 0).
+	 * NULL: nothing to poll (the engine skips it every round).
 	 */
 	int (*progress)(void *tl);
 

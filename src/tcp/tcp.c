@@ -412,7 +412,7 @@ static int tcp_progress(void *tlp)
 
 	/* Another thread would find the ring refusing it only when it next
 	 * has something to ask, or never: tell it now. */
-	if (xpi_unlikely(t->evfd >= 0 && !pthread_equal(pthread_self(), t->ring_thread))) {
+	if (xpi_unlikely(t->evfd >= 0 && &tcp_thread_mark != t->ring_thread)) {
 		wrong_thread(t);
 		return 0;
 	}
@@ -440,7 +440,8 @@ static int tcp_progress(void *tlp)
 		tcp_ctl_release_holds(t);
 	if (io_uring_sq_ready(&t->ring) != 0)
 		io_uring_submit(&t->ring);
-	tcp_br_refill(t);
+	if (t->nlent != 0 || t->br_empty != 0) /* chunks to take back or to put in */
+		tcp_br_refill(t);
 	if (t->need_arm)
 		rearm(t);
 	return n;

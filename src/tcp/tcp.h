@@ -20,7 +20,6 @@
 #define XPI_TCP_H
 
 #include <liburing.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -184,7 +183,9 @@ struct xpi_tcp {
 	 * poll for completions the kernel defers, so a sleep waits on this
 	 * eventfd, which the ring signals while the sleep allows it. -1: none. */
 	int evfd;
-	pthread_t ring_thread;  /* DEFER_TASKRUN: the only thread the ring serves */
+	/* DEFER_TASKRUN: the only thread the ring serves, as the address of
+	 * its tcp_thread_mark (a TLS address costs no call; pthread_self does) */
+	const void *ring_thread;
 	bool wrong_thread_said; /* another thread came anyway: said once */
 	int nconn;
 	int *held; /* peers whose control queue is held (tx_held), nheld of them */
@@ -222,6 +223,8 @@ struct xpi_tcp {
 #define XPI_TCP_ASK_GRACE_NS (20 * 1000000)
 
 /* tcp_uring.c */
+/* One per thread: its address names the thread (tcp_progress's check). */
+extern _Thread_local char tcp_thread_mark __attribute__((tls_model("initial-exec")));
 int tcp_ring_init(struct xpi_tcp *t, unsigned entries);
 void tcp_ring_fini(struct xpi_tcp *t);
 struct io_uring_sqe *tcp_sqe(struct xpi_tcp *t);

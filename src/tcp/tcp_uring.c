@@ -34,6 +34,8 @@ static const unsigned flag_choices[] = {
 	0,
 };
 
+_Thread_local char tcp_thread_mark __attribute__((tls_model("initial-exec")));
+
 /* A deferring ring's fd stays quiet while its completions wait as deferred
  * work (seen on kernel 6.18): sleeps wait on an eventfd the ring signals,
  * signalling off while the owner spins (tcp_sleep_prepare turns it on). */
@@ -71,7 +73,7 @@ int tcp_ring_init(struct xpi_tcp *t, unsigned entries)
 			rc = -EINVAL; /* the next choice */
 		}
 		if (rc == 0) {
-			t->ring_thread = pthread_self();
+			t->ring_thread = &tcp_thread_mark;
 			t->ring_flags = flag_choices[i];
 			t->ring_ok = true;
 			/* The kernel's features, probed now rather than assumed. */
