@@ -29,6 +29,8 @@
  *  - kill-mixed:  the same in a job where rank 2 is reached over tcp;
  *  - kill-poll:   the same with rank 0 polling (xp_test) instead of waiting;
  *  - cma-min:     XP_SHM_CMA_MIN chooses which payloads are read directly;
+ *  - cma-refused: a sender that may not write into its receiver (no
+ *                 ptrace rights): the receiver reads every part itself;
  *  - setup-kill:  a rank killed while the job forms, once its segment exists:
  *                 the survivors fail in bounded time and leave nothing in
  *                 /dev/shm, and the next job sweeps what the dead rank left;
@@ -58,8 +60,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -1525,6 +1530,94 @@ static void test_cma_min(void)
 }
 
 /* ------------------------------------------------------------------------- */
+/* cma-refused: a sender that may not write into its receiver                */
+
+static const size_t refused_lens[] = { 8192, 1 << 20, (1 << 20) + 3, 3 << 20 };
+#define REFUSED_NLENS (sizeof(refused_lens) / sizeof(refused_lens[0]))
+
+/* Drops CAP_SYS_PTRACE from this process's effective set: root could
+ * otherwise write into any process. */
+static void drop_ptrace_cap(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+	T_CHECK(syscall(SYS_capget, &h, d) == 0);
+	d[CAP_SYS_PTRACE / 32].effective &= ~(1u << (CAP_SYS_PTRACE % 32));
+	T_CHECK(syscall(SYS_capset, &h, d) == 0);
+}
+
+/*
+ * Rank 0 makes itself undumpable after the job formed (the setup's probe
+ * said each may read the other) and rank 1 gives up CAP_SYS_PTRACE: rank
+ * 1's pushes into rank 0's receive buffers now fail (EPERM, checked), and
+ * rank 0 must read those parts itself. Every payload arrives whole.
+ */
+static int refused_body(int rank, void *arg)
+{
+	(void)arg;
+	xp_context_t *ctx = start(rank);
+	xp_comm_t *w = xp_comm_world(ctx);
+	uint8_t *buf = malloc(3 << 20);
+	T_CHECK(buf != NULL);
+	if (rank == 0) {
+		T_CHECK(prctl(PR_SET_DUMPABLE, 0) == 0);
+		atomic_store(&sh->announced, getpid());
+	} else {
+		drop_ptrace_cap();
+	}
+	T_OK(xp_oob_barrier(ctx));
+	if (rank == 1) {
+		/* The premise: writing into rank 0 is refused now. */
+		uint64_t v = 0;
+		struct iovec l = { &v, sizeof(v) }, r = { &v, sizeof(v) };
+		ssize_t n = process_vm_writev((pid_t)atomic_load(&sh->announced), &l, 1, &r, 1, 0);
+		atomic_store(&sh->taken, n < 0 && errno == EPERM ? 1 : 2);
+	}
+	T_OK(xp_oob_barrier(ctx));
+	if (atomic_load(&sh->taken) != 1) {
+		xp_finalize(ctx);
+		free(buf);
+		return T_SKIP; /* the writes were not refused: nothing to test */
+	}
+	for (unsigned i = 0; i < REFUSED_NLENS; i++) {
+		size_t len = refused_lens[i];
+		if (rank == 1) {
+			fill(buf, len, 40 + i);
+			T_OK(xp_send(w, buf, len, 0, i));
+		} else {
+			xp_status_t st;
+			memset(buf, 0, len);
+			T_OK(xp_recv(w, buf, len, 1, i, XP_TAG_EXACT, &st));
+			T_EQ(st.length, len);
+			T_CHECK(check(buf, len, 40 + i) == 0);
+		}
+	}
+	free(buf);
+	xp_finalize(ctx);
+	return 0;
+}
+
+static void test_cma_refused(void)
+{
+	if (!host_has_cma()) {
+		fprintf(stderr, "   no process_vm_readv between processes here\n");
+		exit(T_SKIP);
+	}
+	struct job j = job_defaults;
+	j.timeout_s = 60;
+	atomic_store(&sh->announced, 0);
+	atomic_store(&sh->taken, 0);
+	int rc = run_job(2, refused_body, &j, NULL);
+	if (atomic_load(&sh->taken) == 2) {
+		fprintf(stderr, "   rank 1 could still write into rank 0: the refusal is not "
+				"testable here\n");
+		exit(T_SKIP);
+	}
+	T_EQ(rc, 0);
+	fprintf(stderr, "   8 KiB to 3 MiB arrived whole with every push refused\n");
+}
+
+/* ------------------------------------------------------------------------- */
 /* setup-kill: a rank dies while the job forms                               */
 
 int __real_xpi_boot_allgather(struct xpi_boot *b, const void *mine, size_t len, void *all);
@@ -1759,6 +1852,8 @@ static const struct section {
 	  true },
 	{ "kill-poll", "the same, rank 0 polling with xp_test", test_kill_poll, false },
 	{ "cma-min", "XP_SHM_CMA_MIN picks streamed or direct rendezvous", test_cma_min, false },
+	{ "cma-refused", "a sender refused writes into its receiver: the receiver reads it all",
+	  test_cma_refused, false },
 	{ "setup-kill", "a rank killed while the job forms; leftover segments", test_setup_kill,
 	  false },
 	{ "fallback", "shared memory failing to set up: tcp, warned once", test_fallback, true },
