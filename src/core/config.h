@@ -27,7 +27,7 @@ struct xpi_config {
 	char job_key[256];
 	char socket_ifname[16]; /* "" : unset */
 	char transports[128];   /* "" : unset */
-	size_t shm_cma_min;     /* SIZE_MAX: off; 0: XPI_SHM_CMA_MIN_DEFAULT */
+	size_t shm_cma_min;     /* SIZE_MAX: off */
 	int tcp_zc;             /* enum xp_tcp_zc */
 	int log_level;          /* enum xp_log_level */
 	int allreduce_algo;     /* enum xp_allreduce_algo */

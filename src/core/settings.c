@@ -42,7 +42,7 @@ static const struct xpi_setting table[] = {
 	  "interface whose address a rank listens on" },
 	{ "XP_TRANSPORTS", "transports", XPI_SET_STRING, F(transports), 1, 127, NULL, NULL,
 	  "allowed transports in order of preference" },
-	{ "XP_SHM_CMA_MIN", "shm_cma_min", XPI_SET_SIZE, F(shm_cma_min), 1, (long long)XP_MSG_MAX,
+	{ "XP_SHM_CMA_MIN", "shm_cma_min", XPI_SET_SIZE, F(shm_cma_min), 0, (long long)XP_MSG_MAX,
 	  NULL, "off",
 	  "shm: rendezvous payloads this long are copied by cross-memory attach, split between "
 	  "sender and receiver" },

@@ -175,9 +175,7 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	mine.probe = (uint64_t)(uintptr_t)&probe_word;
 	mine.probe_val = probe_word;
 	/* XP_SHM_CMA_MIN, validated with every setting (settings.c). */
-	s->cma_min = ctx->cfg.shm_cma_min == SIZE_MAX ? UINT64_MAX :
-		     ctx->cfg.shm_cma_min == 0        ? XPI_SHM_CMA_MIN_DEFAULT :
-							ctx->cfg.shm_cma_min;
+	s->cma_min = ctx->cfg.shm_cma_min == SIZE_MAX ? UINT64_MAX : ctx->cfg.shm_cma_min;
 	if (any) {
 		sweep_stale();
 		seg_name(name, sizeof(name), getpid(), me);
