@@ -210,10 +210,7 @@ static int claim(struct xpi_shm *s, int src, struct shm_rx *x)
 		 * credit): finish it as a direct read does. The one-word
 		 * mailbox must not name it, or our next claim could overwrite
 		 * it before the sender looked. */
-		atomic_store_explicit(&p->seg->rndv[x->idx].state, x->gen << 2 | RNDV_DONE,
-				      memory_order_release);
-		atomic_fetch_add_explicit(&s->mine->rings[src].events, 1, memory_order_release);
-		xpi_shm_notify(p);
+		xpi_shm_finish_send(s, src, x->idx, x->gen);
 		return 0;
 	}
 	return 1;
@@ -308,9 +305,7 @@ static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 	struct shm_rx *x = malloc(sizeof(*x));
 	if (x == NULL) {
 		if (claimed) /* the sender must not wait for it for ever */
-			atomic_store_explicit(&p->seg->rndv[(uint32_t)w].state,
-					      (uint32_t)(w >> 32) << 2 | RNDV_DONE,
-					      memory_order_release);
+			xpi_shm_finish_send(s, src, (uint32_t)w, (uint32_t)(w >> 32));
 		return -ENOMEM;
 	}
 	*x = (struct shm_rx){ .rreq = rreq,
