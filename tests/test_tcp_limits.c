@@ -421,8 +421,9 @@ static int fetch_body(int rank, void *arg)
 }
 
 /* sockbuf, sockbuf-auto: the buffers of each socket to the peer, against
- * what the setting asks for (@want bytes, 0: autotuning), then one message. */
-static int sockbuf_check(int rank, size_t want)
+ * what the setting asks for (@want_snd and @want_rcv bytes, 0: autotuning),
+ * then one message. */
+static int sockbuf_check(int rank, size_t want_snd, size_t want_rcv)
 {
 	xp_context_t *ctx = t_start_rank(rank);
 	struct tcp_conn *c = &tcp_of(ctx)->conns[1 - rank];
@@ -433,15 +434,17 @@ static int sockbuf_check(int rank, size_t want)
 			T_OK(getsockopt(ch == 0 ? c->fd_ctl : c->fd_bulk, SOL_SOCKET,
 					k == 0 ? SO_SNDBUF : SO_RCVBUF, &got[ch][k], &n));
 		}
-	fprintf(stderr, "   rank %d: ctl %d/%d, bulk %d/%d bytes (send/receive), want %zu\n", rank,
-		got[0][0], got[0][1], got[1][0], got[1][1], want);
+	fprintf(stderr, "   rank %d: ctl %d/%d, bulk %d/%d bytes (send/receive), want %zu/%zu\n",
+		rank, got[0][0], got[0][1], got[1][0], got[1][1], want_snd, want_rcv);
 	/* The kernel doubles what it is given, for its own overhead. */
+	const int autos[2] = { XPI_TCP_SNDBUF_AUTO, XPI_TCP_RCVBUF_AUTO };
+	const size_t want[2] = { want_snd, want_rcv };
 	for (int k = 0; k < 2; k++) {
-		if (want != 0)
-			T_EQ(got[1][k], 2 * (long long)want);
+		if (want[k] != 0)
+			T_EQ(got[1][k], 2 * (long long)want[k]);
 		else
-			T_CHECK(got[1][k] != 2 * (int)XPI_TCP_SOCKBUF_AUTO);
-		T_CHECK(got[0][k] != 2 * (int)XPI_TCP_SOCKBUF_AUTO);
+			T_CHECK(got[1][k] != 2 * autos[k]);
+		T_CHECK(got[0][k] != 2 * autos[k]); /* control sockets keep autotuning */
 	}
 	size_t len = 4u << 20;
 	uint8_t *buf = malloc(len);
@@ -471,7 +474,7 @@ static void sockbuf_env(int rank, void *arg)
 static int sockbuf_body(int rank, void *arg)
 {
 	(void)arg;
-	return sockbuf_check(rank, 1u << 20);
+	return sockbuf_check(rank, 1u << 20, 1u << 20);
 }
 
 static long long proc_value(const char *path)
@@ -488,9 +491,10 @@ static long long proc_value(const char *path)
 static int sockbuf_auto_body(int rank, void *arg)
 {
 	(void)arg;
-	bool room = proc_value("/proc/sys/net/core/rmem_max") >= XPI_TCP_SOCKBUF_AUTO &&
-		    proc_value("/proc/sys/net/core/wmem_max") >= XPI_TCP_SOCKBUF_AUTO;
-	return sockbuf_check(rank, room ? XPI_TCP_SOCKBUF_AUTO : 0);
+	bool room = proc_value("/proc/sys/net/core/rmem_max") >= XPI_TCP_RCVBUF_AUTO &&
+		    proc_value("/proc/sys/net/core/wmem_max") >= XPI_TCP_SNDBUF_AUTO;
+	return room ? sockbuf_check(rank, XPI_TCP_SNDBUF_AUTO, XPI_TCP_RCVBUF_AUTO) :
+		      sockbuf_check(rank, 0, 0);
 }
 
 /* ------------------------------------------------------------------------- */

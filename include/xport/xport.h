@@ -202,9 +202,10 @@ typedef struct xp_config {
 	 * addresses the bootstrap trades; XP_RDMA_CM=off|on; off. */
 	int rdma_cm;
 	/* Send and receive buffer of each TCP bulk (rendezvous payload)
-	 * socket; XP_TCP_SOCKBUF (a size, or "off": the kernel's autotuning);
-	 * 0 (default): 4 MiB where net.core.rmem_max and wmem_max allow it,
-	 * else autotuning. SIZE_MAX: off. */
+	 * socket; XP_TCP_SOCKBUF (a size for both, or "off": the kernel's
+	 * autotuning); 0 (default): a 512 KiB send and 1 MiB receive buffer
+	 * where net.core.wmem_max and rmem_max allow them, else autotuning.
+	 * SIZE_MAX: off. */
 	size_t tcp_sockbuf;
 	/* DPDK EAL arguments, split at blanks, "{rank}" replaced by the rank
 	 * (so one line serves every rank of a host), e.g. "-l {rank} --vdev

@@ -79,7 +79,7 @@ static const struct xpi_setting table[] = {
 	{ "XP_RDMA_CM", "rdma_cm", XPI_SET_ENUM, F(rdma_cm), 0, 0, off_on_names, NULL,
 	  "rdma: connect queue pairs through rdma_cm" },
 	{ "XP_TCP_SOCKBUF", "tcp_sockbuf", XPI_SET_SIZE, F(tcp_sockbuf), 0, 1ll << 30, NULL, "off",
-	  "tcp: buffer sizes of bulk sockets (0: 4 MiB if the host allows it)" },
+	  "tcp: buffer sizes of bulk sockets (0: 512 KiB send, 1 MiB receive if the host allows)" },
 	{ "XP_DPDK_EAL", "dpdk_eal", XPI_SET_STRING, F(dpdk_eal), 1, 1023, NULL, NULL,
 	  "dpdk: EAL arguments, split at blanks; {rank} is replaced by the rank; ';' separates "
 	  "lines of which rank r takes the r-th (unset: the application initialised the EAL, or "

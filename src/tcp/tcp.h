@@ -84,8 +84,10 @@ enum tcp_op {
 /* tl_deadline of a zero-copy send whose connection failed before all its
  * bytes went out (tcp_conn_fail): it fails when its notification comes. */
 #define XPI_TCP_ZC_CUT_OFF INT64_MIN
-/* Bulk sockets' buffer size where the host allows it (tcp_setup.c). */
-#define XPI_TCP_SOCKBUF_AUTO (4u << 20)
+/* Bulk sockets' buffer sizes where the host allows them (tcp_setup.c
+ * says why the send buffer is the smaller). */
+#define XPI_TCP_SNDBUF_AUTO (512u << 10)
+#define XPI_TCP_RCVBUF_AUTO (1u << 20)
 
 /* A rendezvous payload the receiver expects on the bulk channel. */
 struct tcp_bulk_rx {

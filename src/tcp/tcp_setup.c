@@ -98,32 +98,49 @@ static long long proc_sys_value(const char *path)
 	return v;
 }
 
+/* Send and receive buffer sizes of a socket; 0 leaves one to the kernel. */
+struct sockbufs {
+	int snd, rcv;
+};
+
 /*
- * The send and receive buffer of bulk sockets, or 0 to leave both to the
- * kernel's autotuning. Autotuning grows a socket's buffers with the rate it
- * sees, so a rendezvous payload that finds them small goes out in pieces,
+ * The send and receive buffers of bulk sockets, or zeros to leave both to
+ * the kernel's autotuning. Autotuning grows a socket's buffers with the rate
+ * it sees, so a rendezvous payload that finds them small goes out in pieces,
  * each waiting for the reader: between two ranks of this 2-core machine a
  * 1 MiB allreduce took 410-545 us with autotuning and 257-302 us with
- * XP_TCP_SOCKBUF=2m (perf/ results in the commit). A fixed size the host
- * clamps (net.core.rmem_max is 208 KiB on a stock kernel) would be worse
- * than autotuning (up to tcp_rmem's 6 MiB), so auto fixes it only where
- * the host allows the whole of it.
+ * fixed buffers (perf/ results in the commit).
+ *
+ * The send buffer is the smaller on purpose. Over loopback the sender's
+ * system call also runs the receiving side's TCP input while it holds its
+ * socket, and acknowledgements that arrive meanwhile wait for it too: with
+ * room for several payloads it copies and processes everything while the
+ * receiver idles (1 MiB messages, one receive buffer: 7.5-7.9 GB/s with
+ * 4m/4m). A send buffer of one such payload (512k, doubled by the kernel)
+ * makes it stop and release the socket, and the receiver's CPU then pushes
+ * the queued data as it acknowledges: 10.2-10.7 GB/s with 512k/1m, and 4
+ * MiB messages 5.8 -> 9.1-9.8 GB/s (perf/compare-p2p.py rows, same run as
+ * UCX's 8.4-9.0). A smaller receive buffer than the send buffer's double
+ * throttles the sender (9.7 with 512k/768k).
+ *
+ * A fixed size the host clamps (net.core.rmem_max is 208 KiB on a stock
+ * kernel) would be worse than autotuning, so auto fixes them only where
+ * the host allows the whole of both; XP_TCP_SOCKBUF=N sets both to N.
  */
-static int bulk_sockbuf(const xp_context_t *ctx)
+static struct sockbufs bulk_sockbufs(const xp_context_t *ctx)
 {
 	size_t want = ctx->cfg.tcp_sockbuf;
 	if (want == SIZE_MAX)
-		return 0;
+		return (struct sockbufs){ 0, 0 };
 	if (want != 0)
-		return (int)want;
-	want = XPI_TCP_SOCKBUF_AUTO;
-	if (proc_sys_value("/proc/sys/net/core/rmem_max") < (long long)want ||
-	    proc_sys_value("/proc/sys/net/core/wmem_max") < (long long)want)
-		return 0;
-	return (int)want;
+		return (struct sockbufs){ (int)want, (int)want };
+	if (proc_sys_value("/proc/sys/net/core/rmem_max") < (long long)XPI_TCP_RCVBUF_AUTO ||
+	    proc_sys_value("/proc/sys/net/core/wmem_max") < (long long)XPI_TCP_SNDBUF_AUTO)
+		return (struct sockbufs){ 0, 0 };
+	return (struct sockbufs){ XPI_TCP_SNDBUF_AUTO, XPI_TCP_RCVBUF_AUTO };
 }
 
-static void tune(int fd, int timeout_ms, int sockbuf)
+static void tune(int fd, int timeout_ms, struct sockbufs bufs)
 {
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -131,10 +148,10 @@ static void tune(int fd, int timeout_ms, int sockbuf)
 	 * connection within the job's timeout instead of TCP's 15 minutes. */
 	unsigned int ms = (unsigned int)timeout_ms;
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
-	if (sockbuf > 0) {
-		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof(sockbuf));
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sockbuf, sizeof(sockbuf));
-	}
+	if (bufs.snd > 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufs.snd, sizeof(bufs.snd));
+	if (bufs.rcv > 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufs.rcv, sizeof(bufs.rcv));
 }
 
 /* Connects channel @ch to rank @peer and proves the job key. */
@@ -164,7 +181,8 @@ static int connect_peer(struct xpi_tcp *t, const struct sockaddr_storage *ss, so
 		close(fd);
 		return rc;
 	}
-	tune(fd, ctx->cfg.timeout_ms, ch == CH_BULK ? bulk_sockbuf(ctx) : 0);
+	tune(fd, ctx->cfg.timeout_ms,
+	     ch == CH_BULK ? bulk_sockbufs(ctx) : (struct sockbufs){ 0, 0 });
 	*out = fd;
 	return 0;
 }
@@ -210,7 +228,8 @@ static int accept_lower(struct xpi_tcp *t, const uint8_t *key, int64_t deadline)
 			close(fd);
 			continue;
 		}
-		tune(fd, ctx->cfg.timeout_ms, ch == CH_BULK ? bulk_sockbuf(ctx) : 0);
+		tune(fd, ctx->cfg.timeout_ms,
+		     ch == CH_BULK ? bulk_sockbufs(ctx) : (struct sockbufs){ 0, 0 });
 		*slot = fd;
 		want--;
 	}
