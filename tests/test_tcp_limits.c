@@ -498,6 +498,95 @@ static int sockbuf_auto_body(int rank, void *arg)
 }
 
 /* ------------------------------------------------------------------------- */
+/* Funneled ranks read the control stream themselves                         */
+
+/*
+ * A funneled rank's ring defers its work, and the rank reads control data
+ * with recv(2) itself when work waits (tcp_ctl_recv_direct), the rest
+ * through the ring. Messages of mixed sizes, answered one by one, with a
+ * burst now and then, on one tag: each must arrive whole and in order,
+ * whichever read took it. 5000 B ones go to pooled receives, views of the
+ * chunk they were read into, and four are held across later reads. Both
+ * ranks must have read directly; rank 1 also through the ring after that
+ * (a 20000 B message is longer than a direct read's chunk: its rest comes
+ * through the ring, so one message is read both ways).
+ */
+enum { DIRECT_ROUNDS = 3000, DIRECT_MAX = 20000, TAG_DR = 0x31, TAG_DR_ANSWER = 0x32 };
+static const size_t direct_sizes[] = { 8, 100, 5000, DIRECT_MAX, 1 };
+
+static void direct_env(int rank, void *arg)
+{
+	(void)rank;
+	(void)arg;
+	setenv("XP_THREAD_MODE", "funneled", 1);
+}
+
+static int direct_body(int rank, void *arg)
+{
+	(void)arg;
+	xp_context_t *ctx = t_start_rank(rank);
+	xp_comm_t *w = xp_comm_world(ctx);
+	struct xpi_tcp *t = tcp_of(ctx);
+	T_CHECK(t->evfd >= 0); /* a deferring ring: only funneled ranks read directly */
+	uint8_t *buf = malloc(DIRECT_MAX);
+	T_CHECK(buf != NULL);
+	xp_buf_t *keep[4] = { NULL };
+	uint32_t seq = 0;
+	uint64_t ring_then = 0, direct_then = 0;
+	for (int i = 0; i < DIRECT_ROUNDS; i++) {
+		size_t len = direct_sizes[i % 5];
+		int burst = i % 50 == 0 ? 8 : 1;
+		for (int k = 0; k < burst; k++, seq++) {
+			if (rank == 0) {
+				fill(buf, len, seq);
+				T_OK(xp_send(w, buf, len, 1, TAG_DR));
+			} else if (len == 5000) {
+				xp_buf_t **b = &keep[seq % 4];
+				if (*b != NULL)
+					xp_buf_release(*b);
+				T_OK(xp_recv_buf(w, 0, TAG_DR, XP_TAG_EXACT, b, NULL));
+				T_EQ(xp_buf_len(*b), len);
+				T_CHECK(check(xp_buf_data(*b), len, seq) == 0);
+			} else {
+				xp_status_t st;
+				memset(buf, 0, len);
+				T_OK(xp_recv(w, buf, DIRECT_MAX, 0, TAG_DR, XP_TAG_EXACT, &st));
+				T_EQ(st.length, len);
+				T_CHECK(check(buf, len, seq) == 0);
+			}
+		}
+		/* The answer carries the count, read back the other way. */
+		uint32_t got = seq;
+		if (rank == 1) {
+			T_OK(xp_send(w, &got, sizeof(got), 0, TAG_DR_ANSWER));
+		} else {
+			T_OK(xp_recv(w, &got, sizeof(got), 1, TAG_DR_ANSWER, XP_TAG_EXACT, NULL));
+			T_EQ(got, seq);
+		}
+		if (i == 100) {
+			direct_then = t->direct_reads;
+			ring_then = t->ring_reads;
+		}
+	}
+	fprintf(stderr,
+		"   rank %d: %llu direct reads (%llu by round 100), %llu ring reads (%llu)\n", rank,
+		(unsigned long long)t->direct_reads, (unsigned long long)direct_then,
+		(unsigned long long)t->ring_reads, (unsigned long long)ring_then);
+	T_CHECK(direct_then > 0);
+	if (rank == 1)
+		T_CHECK(t->ring_reads > ring_then);
+	for (int k = 0; k < 4; k++)
+		if (keep[k] != NULL) {
+			T_CHECK(xp_buf_len(keep[k]) == 5000);
+			xp_buf_release(keep[k]);
+		}
+	T_OK(xp_oob_barrier(ctx));
+	free(buf);
+	xp_finalize(ctx);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------- */
 
 static const struct section {
 	const char *name;
@@ -511,6 +600,7 @@ static const struct section {
 	{ "fetch-fail", fetch_body, NULL },
 	{ "sockbuf", sockbuf_body, sockbuf_env },
 	{ "sockbuf-auto", sockbuf_auto_body, NULL },
+	{ "direct-read", direct_body, direct_env },
 };
 
 static const struct section *section; /* the one running */

@@ -404,6 +404,26 @@ static void wrong_thread(struct xpi_tcp *t)
 	}
 }
 
+/*
+ * Work waits in a deferring ring: reads the control stream of the peer that
+ * last had control data with recv(2) instead (tcp_ctl_recv_direct says why
+ * and why the order holds), once per wake-up. Only when that connection has
+ * nothing in the kernel but its armed recv, so the work is likely its data,
+ * and nothing else waits: submissions, completions, an overflow.
+ */
+static bool ctl_direct_first(struct xpi_tcp *t, unsigned kflags)
+{
+	if (t->evfd < 0 || t->direct_tried || t->direct_peer < 0 || !(kflags & IORING_SQ_TASKRUN) ||
+	    (kflags & IORING_SQ_CQ_OVERFLOW) || io_uring_sq_ready(&t->ring) != 0 ||
+	    io_uring_cq_ready(&t->ring) != 0)
+		return false;
+	t->direct_tried = true;
+	struct tcp_conn *c = conn_of(t, t->direct_peer);
+	if (c->dead || !c->recv_armed || c->inflight != 1)
+		return false;
+	return tcp_ctl_recv_direct(c) > 0;
+}
+
 static int tcp_progress(void *tlp)
 {
 	struct xpi_tcp *t = tlp;
@@ -420,11 +440,20 @@ static int tcp_progress(void *tlp)
 	/* With TASKRUN_FLAG the kernel says when completions wait to be run:
 	 * only then is a system call needed. */
 	unsigned kflags = IO_URING_READ_ONCE(*t->ring.sq.kflags);
+	/* The work a direct read left pending has run (any io_uring_submit
+	 * with the flag up asks for events too): the next wake-up is new. */
+	if (!(kflags & IORING_SQ_TASKRUN))
+		t->direct_tried = false;
 	if (io_uring_sq_ready(&t->ring) != 0 || (kflags & IORING_SQ_TASKRUN) ||
 	    !(t->ring_flags & IORING_SETUP_TASKRUN_FLAG)) {
-		int rc = io_uring_submit_and_get_events(&t->ring);
-		if (xpi_unlikely(rc == -EEXIST))
-			wrong_thread(t);
+		if (ctl_direct_first(t, kflags)) {
+			n++;
+		} else {
+			t->direct_tried = false;
+			int rc = io_uring_submit_and_get_events(&t->ring);
+			if (xpi_unlikely(rc == -EEXIST))
+				wrong_thread(t);
+		}
 	}
 	/* An empty CQ is seen by two loads here: io_uring_peek_cqe would
 	 * look through liburing's out-of-line __io_uring_get_cqe first, on

@@ -211,7 +211,15 @@ struct xpi_tcp {
 	struct xp_buf *lent[XPI_TCP_LENT_MAX];      /* chunks views were made of: ours too */
 	unsigned nlent;
 	struct xp_buf *spare; /* takes the ring place of the next chunk lent */
-	uint8_t *drop;        /* bytes read to be dropped */
+	/* DEFER_TASKRUN rings: the control stream is read with recv(2) when the
+	 * kernel has work pending for the ring (tcp_ctl_recv_direct), into this
+	 * chunk, from the connection that last had control data. direct_tried:
+	 * the pending work has been tried once; the next look enters the ring. */
+	struct xp_buf *direct;
+	int direct_peer; /* -1: none yet */
+	bool direct_tried;
+	uint64_t direct_reads, ring_reads; /* control data read each way */
+	uint8_t *drop;                     /* bytes read to be dropped */
 	/* Withdrawals asked of receivers (tcp_send_cancel) that a silent
 	 * receiver must not hold up past the wait's deadline for long: this
 	 * timer, at the earliest ask's deadline, withdraws those unanswered. */
@@ -236,6 +244,7 @@ void tcp_br_refill(struct xpi_tcp *t);
 struct xp_buf *tcp_br_take(struct xpi_tcp *t, unsigned bid);
 bool tcp_br_may_lend(struct xpi_tcp *t);
 void tcp_br_give_back(struct xpi_tcp *t, unsigned bid, struct xp_buf *chunk);
+bool tcp_chunk_keep_lent(struct xpi_tcp *t, struct xp_buf *chunk);
 void tcp_br_fini(struct xpi_tcp *t);
 
 /* tcp_tx.c */
@@ -254,6 +263,7 @@ int tcp_ack_queue(struct tcp_conn *c, struct tcp_ack ack);
 /* tcp_rx.c */
 void tcp_ctl_arm(struct tcp_conn *c);
 void tcp_ctl_received(struct tcp_conn *c, int res, unsigned flags);
+int tcp_ctl_recv_direct(struct tcp_conn *c);
 void tcp_bulk_arm(struct tcp_conn *c);
 void tcp_bulk_received(struct tcp_conn *c, int res);
 

@@ -368,6 +368,7 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	t->ask_timer.fire = tcp_ask_timer_fire;
 	t->listen_fd = -1;
 	t->evfd = -1;
+	t->direct_peer = -1;
 	t->nconn = ctx->size;
 	t->max_eager = XPI_TCP_MAX_EAGER;
 	t->credit_per_peer = ctx->eager_credit_per_peer;
@@ -431,6 +432,11 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 			"rank %d: %llu zero-copy sends, %llu copied by the kernel anyway",
 			t->ctx->rank, (unsigned long long)t->zc_sends,
 			(unsigned long long)t->zc_copied);
+	if (t->direct_reads != 0 && xpi_debug_on("transport"))
+		xpi_log(XPI_LOG_INFO,
+			"rank %d: control data read %llu times with recv(2), %llu through the ring",
+			t->ctx->rank, (unsigned long long)t->direct_reads,
+			(unsigned long long)t->ring_reads);
 	/* Say goodbye, so peers take the coming end of stream as a close,
 	 * after what waits behind a send of ours. */
 	if (t->held != NULL)

@@ -145,6 +145,15 @@ int tcp_br_init(struct xpi_tcp *t)
 	}
 	t->br_empty = XPI_TCP_BR_ENTRIES;
 	tcp_br_refill(t);
+	/* The spare (tcp_br_may_lend) and, for a deferring ring's owner, who
+	 * reads control data itself too, a chunk of its own for that
+	 * (tcp_ctl_recv_direct): taken now, as the ring's are, so the pool's
+	 * use is the same before traffic as after it. Without them now, they
+	 * are taken when first needed. */
+	if (xpi_pool_get(t->ctx->pool, XPI_TCP_CHUNK, &t->spare) < 0)
+		t->spare = NULL;
+	if (t->evfd >= 0 && xpi_pool_get(t->ctx->pool, XPI_TCP_CHUNK, &t->direct) < 0)
+		t->direct = NULL;
 	return 0;
 }
 
@@ -223,6 +232,20 @@ bool tcp_br_may_lend(struct xpi_tcp *t)
 	       (t->spare != NULL || xpi_pool_get(t->ctx->pool, XPI_TCP_CHUNK, &t->spare) == 0);
 }
 
+/* A chunk read outside the ring (tcp_ctl_recv_direct) has been parsed: if
+ * views of it went to the engine, it joins the lent chunks and true is
+ * returned; false: it is free to be read into again. */
+bool tcp_chunk_keep_lent(struct xpi_tcp *t, struct xp_buf *chunk)
+{
+	if (chunk_returned(chunk))
+		return false;
+	if (t->nlent < XPI_TCP_LENT_MAX)
+		t->lent[t->nlent++] = chunk;
+	else
+		xpi_buf_put(chunk); /* not reached: lent only with room */
+	return true;
+}
+
 /* A chunk taken with tcp_br_take() has been parsed: straight back into the
  * ring under @bid, or, if views of it went to the engine, kept aside until
  * they are released and the spare goes in its place. */
@@ -261,6 +284,9 @@ void tcp_br_fini(struct xpi_tcp *t)
 	if (t->spare != NULL)
 		xpi_buf_put(t->spare);
 	t->spare = NULL;
+	if (t->direct != NULL)
+		xpi_buf_put(t->direct);
+	t->direct = NULL;
 	munmap(t->br, t->br_len);
 	t->br = NULL;
 }
