@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Faults on the io_uring TCP transport, between real processes on loopback:
- *  - kill, kill-zc: a rank dies (SIGKILL) while it streams 64 MiB to rank 0
+ *  - kill, kill-zc: a rank dies (SIGKILL) while it streams 1 GiB to rank 0
  *              with eager messages behind it, and while rank 0 streams to
  *              it (kill-zc: with zero-copy sends). Rank 0's operations
  *              with it fail within 10 s with -ECONNRESET and name it; new
@@ -135,7 +135,12 @@ static void pingpong(xp_comm_t *w, int me, int peer, uint64_t tag0)
 /* ------------------------------------------------------------------------- */
 /* A peer killed in the middle of a transfer                                  */
 
-#define BIG (64u << 20)
+/* Rank 1's message to rank 0: so long that it cannot end before rank 1 has
+ * read BACK_CAP bytes of rank 0's and dies, however the two streams share
+ * the connection (at 64 MiB it sometimes did, with 1 MiB send buffers),
+ * sent from untouched pages (the kernel's zero page) into pages that cost
+ * memory only as they are written. */
+#define BIG ((size_t)1 << 30)
 #define KILL_AFTER (1u << 20) /* bytes of rank 1's big send out before it dies */
 /* Rank 0's message to rank 1: so long that it cannot end before rank 1
  * dies, and read from untouched pages (the kernel's zero page), so it
@@ -148,7 +153,7 @@ static void pingpong(xp_comm_t *w, int me, int peer, uint64_t tag0)
 #define EARLY_RNDV_LEN 100000u
 
 enum {
-	TAG_BIG = 1,        /* rank 1 -> 0, 64 MiB */
+	TAG_BIG = 1,        /* rank 1 -> 0, 1 GiB */
 	TAG_BIG_BACK,       /* rank 0 -> 1, 1 GiB */
 	TAG_EAGER,          /* rank 1 -> 0, a stream of eager messages */
 	TAG_EARLY_RNDV,     /* rank 1 -> 0, announced before the death, never fetched */
@@ -168,11 +173,13 @@ struct kill_shared {
 static int kill_rank0(xp_context_t *ctx, struct kill_shared *sh)
 {
 	xp_comm_t *w = xp_comm_world(ctx);
-	uint8_t *rbig = calloc(1, BIG), *unclaimed = malloc(EARLY_RNDV_LEN);
+	uint8_t *rbig = mmap(NULL, BIG, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	uint8_t *unclaimed = malloc(EARLY_RNDV_LEN);
 	uint8_t *sback =
 		mmap(NULL, BACK_LEN, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	uint8_t never[16], masked[16], any[64], small[EAGER_LEN];
-	T_CHECK(rbig != NULL && sback != MAP_FAILED && unclaimed != NULL);
+	T_CHECK(rbig != MAP_FAILED && sback != MAP_FAILED && unclaimed != NULL);
 	xp_request_t *r_big, *r_never, *r_masked, *r_any, *s_big, *s_unclaimed;
 	T_OK(xp_irecv(w, rbig, BIG, 1, TAG_BIG, XP_TAG_EXACT, &r_big));
 	T_OK(xp_irecv(w, never, sizeof(never), 1, TAG_NEVER, XP_TAG_EXACT, &r_never));
@@ -184,7 +191,7 @@ static int kill_rank0(xp_context_t *ctx, struct kill_shared *sh)
 
 	/* The receive being streamed into fails when rank 1 dies. */
 	xp_status_t st;
-	int rc = wait_for(&r_big, 30000, &st, "rank 0: 64 MiB receive from the dying rank 1");
+	int rc = wait_for(&r_big, 30000, &st, "rank 0: 1 GiB receive from the dying rank 1");
 	int64_t failed_ns = xpi_now_ns();
 	expect_fail(rc, -ECONNRESET, "rank 1", "receive being streamed from rank 1");
 	int64_t kill_ns = atomic_load(&sh->kill_ns);
@@ -244,7 +251,7 @@ static int kill_rank0(xp_context_t *ctx, struct kill_shared *sh)
 	rc = xp_recv(w, unclaimed, EARLY_RNDV_LEN, 1, TAG_EARLY_RNDV, XP_TAG_EXACT, &st);
 	expect_fail(rc, -ECONNRESET, "rank 1", "receive of a message announced by dead rank 1");
 
-	free(rbig);
+	munmap(rbig, BIG);
 	munmap(sback, BACK_LEN);
 	free(unclaimed);
 	xp_finalize(ctx);
@@ -255,11 +262,13 @@ static int kill_rank1(xp_context_t *ctx, struct kill_shared *sh)
 {
 	xp_comm_t *w = xp_comm_world(ctx);
 	struct tcp_conn *c0 = &tcp_of(ctx)->conns[0];
-	uint8_t *sbig = malloc(BIG), *rback = malloc(BACK_CAP), *early = malloc(EARLY_RNDV_LEN);
+	uint8_t *sbig =
+		mmap(NULL, BIG, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	uint8_t *rback = malloc(BACK_CAP), *early = malloc(EARLY_RNDV_LEN);
 	uint8_t *eager = malloc((size_t)MAX_EAGER * EAGER_LEN);
 	xp_request_t **er = calloc(MAX_EAGER, sizeof(*er));
-	T_CHECK(sbig != NULL && rback != NULL && early != NULL && eager != NULL && er != NULL);
-	fill(sbig, BIG, 1);
+	T_CHECK(sbig != MAP_FAILED && rback != NULL && early != NULL && eager != NULL &&
+		er != NULL);
 	fill(early, EARLY_RNDV_LEN, 3);
 	xp_request_t *r_back, *s_big, *s_early;
 	T_OK(xp_irecv(w, rback, BACK_CAP, 0, TAG_BIG_BACK, XP_TAG_EXACT, &r_back));
@@ -293,12 +302,12 @@ static int kill_rank1(xp_context_t *ctx, struct kill_shared *sh)
 			break;
 		int sent = xp_test(&s_big, NULL), got = xp_test(&r_back, NULL);
 		if (sent != 0 || got != 0)
-			T_FAIL("rank 1: a big stream ended early (our 64 MiB send: %d, %llu bytes "
+			T_FAIL("rank 1: a big stream ended early (our 1 GiB send: %d, %llu bytes "
 			       "out; our 1 GiB receive: %d, %llu bytes in)",
 			       sent, (unsigned long long)c0->bulk_tx_off, got,
 			       (unsigned long long)c0->bulk_rx_off);
 		if (now_ms() > until)
-			T_FAIL("rank 1: after 30 s, %llu bytes of our 64 MiB send are out, %llu "
+			T_FAIL("rank 1: after 30 s, %llu bytes of our 1 GiB send are out, %llu "
 			       "of rank 0's 1 GiB in",
 			       (unsigned long long)c0->bulk_tx_off,
 			       (unsigned long long)c0->bulk_rx_off);
