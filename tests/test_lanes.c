@@ -344,6 +344,20 @@ static void model(void)
 	}
 }
 
+/* Counts (in *@arg) the unexpected announcements whose offer was withdrawn;
+ * never "found", so every entry of the key is seen. */
+static bool count_withdrawn(const struct xpi_unexp *u, const void *arg)
+{
+	const struct xpi_msg *m = xpi_container_of(u, struct xpi_msg, u);
+	uint32_t id;
+	if (m->kind != XPI_MSG_RTS || m->desc_len != sizeof(id))
+		return false;
+	memcpy(&id, m->data, sizeof(id));
+	if (id < (uint32_t)net.noffers && net.offers[id].withdrawn)
+		(*(int *)(uintptr_t)arg)++;
+	return false;
+}
+
 /* ---- one round --------------------------------------------------------- */
 
 static void progress_all(void)
@@ -449,9 +463,27 @@ static void round_once(const struct xpi_config *cfg)
 			taken = post[j].expect == i;
 		left += !taken;
 	}
+	/* A withdrawal the bulk lane takes back by itself (shim_send_cancel,
+	 * as a one-sided lane would) tells the receiver nothing: an
+	 * announcement no receive has tried yet still waits unexpected, and
+	 * goes when one does (rndv_fetch says -ECANCELED). Those count too. */
+	int stale = 0;
+	for (uint64_t tag = 0; tag < 8; tag++) {
+		struct xpi_match_key key = { .comm = xp_comm_world(ctxs[1])->id,
+					     .src = 0,
+					     .tag = tag };
+		xpi_match_find_unexpected(&ctxs[1]->match, &key, count_withdrawn, &stale);
+	}
+	if (stale != 0)
+		fprintf(stderr,
+			"   %d withdrawn announcements still unexpected (no receive tried them)\n",
+			stale);
 	xp_stats_t s;
 	T_OK(xp_stats_get(ctxs[1], &s));
-	T_EQ(s.unexpected_now, left);
+	if (s.unexpected_now != (uint64_t)(left + stale))
+		T_FAIL("%llu messages wait unexpected, expected %d not taken and %d withdrawn "
+		       "announcements not yet tried",
+		       (unsigned long long)s.unexpected_now, left, stale);
 	for (int i = 0; i < NMSG; i++) {
 		bool rndv = msgs[i].len >= RNDV_FROM, taken = false;
 		for (int j = 0; j < npre && !taken; j++)
