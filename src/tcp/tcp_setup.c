@@ -140,8 +140,12 @@ static struct sockbufs bulk_sockbufs(const xp_context_t *ctx)
 	return (struct sockbufs){ XPI_TCP_SNDBUF_AUTO, XPI_TCP_RCVBUF_AUTO };
 }
 
-static void tune(int fd, int timeout_ms, struct sockbufs bufs)
+/* Settings of a new connection of channel @ch (bulk sockets get their
+ * buffers, control ones keep autotuning). */
+static void tune(int fd, const xp_context_t *ctx, int ch)
 {
+	int timeout_ms = ctx->cfg.timeout_ms;
+	struct sockbufs bufs = ch == CH_BULK ? bulk_sockbufs(ctx) : (struct sockbufs){ 0, 0 };
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* A peer that stops answering (host gone, cable pulled) fails the
@@ -181,8 +185,7 @@ static int connect_peer(struct xpi_tcp *t, const struct sockaddr_storage *ss, so
 		close(fd);
 		return rc;
 	}
-	tune(fd, ctx->cfg.timeout_ms,
-	     ch == CH_BULK ? bulk_sockbufs(ctx) : (struct sockbufs){ 0, 0 });
+	tune(fd, ctx, ch);
 	*out = fd;
 	return 0;
 }
@@ -228,8 +231,7 @@ static int accept_lower(struct xpi_tcp *t, const uint8_t *key, int64_t deadline)
 			close(fd);
 			continue;
 		}
-		tune(fd, ctx->cfg.timeout_ms,
-		     ch == CH_BULK ? bulk_sockbufs(ctx) : (struct sockbufs){ 0, 0 });
+		tune(fd, ctx, ch);
 		*slot = fd;
 		want--;
 	}

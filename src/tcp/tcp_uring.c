@@ -232,7 +232,7 @@ bool tcp_br_may_lend(struct xpi_tcp *t)
 	       (t->spare != NULL || xpi_pool_get(t->ctx->pool, XPI_TCP_CHUNK, &t->spare) == 0);
 }
 
-/* A chunk read outside the ring (tcp_ctl_recv_direct) has been parsed: if
+/* A parsed chunk (of the ring, or read outside it: tcp_ctl_recv_direct): if
  * views of it went to the engine, it joins the lent chunks and true is
  * returned; false: it is free to be read into again. */
 bool tcp_chunk_keep_lent(struct xpi_tcp *t, struct xp_buf *chunk)
@@ -251,11 +251,7 @@ bool tcp_chunk_keep_lent(struct xpi_tcp *t, struct xp_buf *chunk)
  * they are released and the spare goes in its place. */
 void tcp_br_give_back(struct xpi_tcp *t, unsigned bid, struct xp_buf *chunk)
 {
-	if (!chunk_returned(chunk)) {
-		if (t->nlent < XPI_TCP_LENT_MAX)
-			t->lent[t->nlent++] = chunk;
-		else
-			xpi_buf_put(chunk); /* not reached: lent only with room */
+	if (tcp_chunk_keep_lent(t, chunk)) {
 		chunk = t->spare;
 		t->spare = NULL;
 		if (chunk == NULL) {
