@@ -138,12 +138,19 @@ struct auth_peer {
 	const char *key; /* passed through xpi_auth_key_from_string */
 	int rank, size;
 	int expect_peer;
+	const char *bind; /* the job binding both sides prove (auth.h); NULL: "test" */
 	/* 0: handshake; 1: garbage hello; 2: silent; 3: close; 4: echo;
 	 * by hand with the right key (auth_by_hand): 5: a tampered proof;
 	 * 6: a proof replayed from another connection; 7: our own proof sent
 	 * back; 8: a version 1 hello */
 	int mode;
 };
+
+static struct xpi_auth_bind peer_bind(const struct auth_peer *p)
+{
+	const char *b = p->bind != NULL ? p->bind : "test";
+	return (struct xpi_auth_bind){ (const uint8_t *)b, strlen(b) };
+}
 
 /* Speaks the protocol by hand as @p->rank with @p's key, but sends a proof
  * that must be refused (or, mode 8, a hello of version 1: xport before
@@ -167,7 +174,8 @@ static int auth_by_hand(struct auth_peer *p)
 	int other = (int)theirs.rank;
 	switch (p->mode) {
 	case 5: /* the right proof, one bit flipped */
-		xpi_auth_proof(key, p->rank, other, p->size, theirs.nonce, mine.nonce, proof);
+		xpi_auth_proof(key, p->rank, other, p->size, theirs.nonce, mine.nonce, peer_bind(p),
+			       proof);
 		proof[XPI_AUTH_PROOF_LEN / 2] ^= 0x10;
 		break;
 	case 6: {
@@ -176,7 +184,7 @@ static int auth_by_hand(struct auth_peer *p)
 		 * drew there (here a random stand-in), not the one it drew here. */
 		uint8_t old[XPI_AUTH_NONCE_LEN];
 		randombytes_buf(old, sizeof(old));
-		xpi_auth_proof(key, p->rank, other, p->size, old, mine.nonce, proof);
+		xpi_auth_proof(key, p->rank, other, p->size, old, mine.nonce, peer_bind(p), proof);
 		break;
 	}
 	case 7: /* the verifier's own proof, reflected */
@@ -228,7 +236,10 @@ static int auth_peer_main(int idx, void *arg)
 	if (rc < 0)
 		return -rc;
 	int peer = -1;
-	rc = xpi_auth_handshake(p->fd, key, p->rank, p->size, 5000, &peer);
+	struct xpi_auth_args a = {
+		.key = key, .my_rank = p->rank, .size = p->size, .bind = peer_bind(p)
+	};
+	rc = xpi_auth_handshake(p->fd, &a, 5000, &peer, NULL);
 	if (rc < 0)
 		return -rc;
 	return peer == p->expect_peer ? 0 : 200;
@@ -246,7 +257,10 @@ static int auth_against(struct auth_peer *p, const char *mine, int my_rank, int 
 	p->other_fd = a;
 	pid_t pid = spawn(auth_peer_main, 0, p);
 	close(b);
-	int rc = xpi_auth_handshake(a, key, my_rank, size, timeout_ms, peer);
+	struct xpi_auth_args args = {
+		.key = key, .my_rank = my_rank, .size = size, .bind = { (const uint8_t *)"test", 4 }
+	};
+	int rc = xpi_auth_handshake(a, &args, timeout_ms, peer, NULL);
 	close(a);
 	int st = wait_status(pid);
 	*child_status = WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
@@ -265,27 +279,31 @@ static void test_auth_wire(void)
 		nonce_b[i] = (uint8_t)(48 + i);
 	}
 	uint8_t proof[XPI_AUTH_PROOF_LEN], other[XPI_AUTH_PROOF_LEN];
-	xpi_auth_proof(key, 1, 2, 4, nonce_a, nonce_b, proof);
+	static const uint8_t bind_bytes[3] = { 'B', 0x75, 0x30 }; /* rank 0's port 30000 */
+	const struct xpi_auth_bind bind = { bind_bytes, sizeof(bind_bytes) };
+	xpi_auth_proof(key, 1, 2, 4, nonce_a, nonce_b, bind, proof);
 	/* Pinned: HMAC-SHA-512 cut to 32 bytes, computed with Python's hmac
-	 * and hashlib (not libsodium) over the 54 bytes "xport-auth-v2" 'L'
-	 * be32(1) be32(4) 20..2f 30..3f under the key 00..1f. A change here
-	 * breaks jobs that mix versions; bump XPI_AUTH_VERSION instead. */
+	 * and hashlib (not libsodium) over the 59 bytes "xport-auth-v3" 'L'
+	 * be32(1) be32(4) 20..2f 30..3f be16(3) 'B' 75 30 under the key
+	 * 00..1f. A change here breaks jobs that mix versions; bump
+	 * XPI_AUTH_VERSION instead. */
 	static const uint8_t p_pinned[XPI_AUTH_PROOF_LEN] = {
-		0x23, 0x0f, 0x3e, 0x0b, 0xae, 0x7f, 0x76, 0x79, 0xed, 0xd0, 0xdd,
-		0xe3, 0xa8, 0xec, 0x5e, 0x9f, 0xbe, 0xc0, 0x6f, 0xe9, 0x9a, 0xee,
-		0xd0, 0x8c, 0xfe, 0x6f, 0x21, 0xda, 0x56, 0x08, 0x34, 0xc3,
+		0xfd, 0x7b, 0xf6, 0xc0, 0xad, 0x6e, 0xf6, 0xbe, 0x70, 0x4c, 0x89,
+		0x46, 0x1f, 0x97, 0x64, 0x20, 0xe0, 0xd6, 0x74, 0x70, 0x68, 0x86,
+		0x49, 0x06, 0x56, 0x1b, 0x43, 0x28, 0x85, 0xc5, 0x2d, 0x2b,
 	};
 	T_CHECK(memcmp(proof, p_pinned, sizeof(proof)) == 0);
 
 	/* The same through libsodium's HMAC directly, over the byte layout
 	 * auth.h documents, built here byte by byte. */
-	uint8_t in[54], direct[crypto_auth_hmacsha512256_BYTES];
+	uint8_t in[59], direct[crypto_auth_hmacsha512256_BYTES];
 	_Static_assert(sizeof(direct) == XPI_AUTH_PROOF_LEN, "the proof is the whole tag");
-	memcpy(in, "xport-auth-v2", 13);
+	memcpy(in, "xport-auth-v3", 13);
 	in[13] = 'L';
 	memcpy(in + 14, "\0\0\0\1\0\0\0\4", 8);
 	memcpy(in + 22, nonce_a, 16);
 	memcpy(in + 38, nonce_b, 16);
+	memcpy(in + 54, "\0\3B\x75\x30", 5);
 	crypto_auth_hmacsha512256(direct, in, sizeof(in), key);
 	T_CHECK(memcmp(direct, proof, sizeof(proof)) == 0);
 	T_CHECK(xpi_auth_proof_matches(direct, sizeof(direct), proof));
@@ -293,19 +311,52 @@ static void test_auth_wire(void)
 	in[13] = 'H';
 	in[17] = 2;
 	crypto_auth_hmacsha512256(direct, in, sizeof(in), key);
-	xpi_auth_proof(key, 2, 1, 4, nonce_a, nonce_b, other);
+	xpi_auth_proof(key, 2, 1, 4, nonce_a, nonce_b, bind, other);
 	T_CHECK(memcmp(direct, other, sizeof(other)) == 0);
 	T_CHECK(!xpi_auth_proof_matches(other, sizeof(other), proof));
+	/* Another job's binding (another port, or none) gives another proof:
+	 * a handshake relayed from a job with the same key does not fit. */
+	static const uint8_t other_port[3] = { 'B', 0x75, 0x31 };
+	xpi_auth_proof(key, 1, 2, 4, nonce_a, nonce_b,
+		       (struct xpi_auth_bind){ other_port, sizeof(other_port) }, other);
+	T_CHECK(!xpi_auth_proof_matches(other, sizeof(other), proof));
+	xpi_auth_proof(key, 1, 2, 4, nonce_a, nonce_b, (struct xpi_auth_bind){ NULL, 0 }, other);
+	T_CHECK(!xpi_auth_proof_matches(other, sizeof(other), proof));
+
+	/* The tag of the message after a proof, pinned the same way over
+	 * "xport-auth-v3-data" be32(1) be32(2) 20..2f 30..3f be16(3) 'B' 75 30
+	 * be16(1) 01. */
+	static const uint8_t t_pinned[XPI_AUTH_PROOF_LEN] = {
+		0xcf, 0xf9, 0x72, 0x67, 0xb5, 0x7a, 0xb0, 0x56, 0xff, 0xd1, 0x35,
+		0xf5, 0xfd, 0xe3, 0x17, 0xfc, 0x37, 0x34, 0x68, 0x0e, 0x83, 0x3f,
+		0x67, 0xed, 0xf1, 0x04, 0x4e, 0xe5, 0xcc, 0xc7, 0x92, 0x29,
+	};
+	static const uint8_t one = 1;
+	xpi_auth_data_tag(key, 1, 2, nonce_a, nonce_b, bind, &one, 1, other);
+	T_CHECK(memcmp(other, t_pinned, sizeof(other)) == 0);
+
+	/* The job identity: BLAKE2b-256 keyed "xport-job-id-v1" over be16(3)
+	 * 'B' 75 30 and the nonce 40..5f (Python's hashlib.blake2b). */
+	static const uint8_t id_pinned[32] = {
+		0xf6, 0xbe, 0xe8, 0xab, 0xde, 0xab, 0x11, 0x7a, 0x25, 0xb7, 0x90,
+		0xf1, 0xbf, 0x37, 0x9b, 0x38, 0x56, 0x92, 0x6c, 0xa6, 0xf5, 0x79,
+		0xa1, 0x98, 0x55, 0xf1, 0x1c, 0x30, 0x23, 0x52, 0x48, 0x46,
+	};
+	uint8_t job_nonce[32], job_id[32];
+	for (int i = 0; i < 32; i++)
+		job_nonce[i] = (uint8_t)(64 + i);
+	xpi_auth_job_id(bind, job_nonce, job_id);
+	T_CHECK(memcmp(job_id, id_pinned, sizeof(job_id)) == 0);
 
 	/* Refused: a proof under another key; one for another challenge (what
 	 * a proof replayed from another connection is); any flipped bit; a
 	 * short or long one. */
 	key[7] ^= 1;
-	xpi_auth_proof(key, 1, 2, 4, nonce_a, nonce_b, other);
+	xpi_auth_proof(key, 1, 2, 4, nonce_a, nonce_b, bind, other);
 	key[7] ^= 1;
 	T_CHECK(!xpi_auth_proof_matches(other, sizeof(other), proof));
 	nonce_a[15] ^= 0x80;
-	xpi_auth_proof(key, 1, 2, 4, nonce_a, nonce_b, other);
+	xpi_auth_proof(key, 1, 2, 4, nonce_a, nonce_b, bind, other);
 	nonce_a[15] ^= 0x80;
 	T_CHECK(!xpi_auth_proof_matches(other, sizeof(other), proof));
 	memcpy(other, proof, sizeof(other));
@@ -344,14 +395,14 @@ static void test_auth_wire(void)
 	crypto_generichash(plain, sizeof(plain), (const unsigned char *)"secret", 6, NULL, 0);
 	T_CHECK(memcmp(plain, key, sizeof(key)) != 0);
 
-	struct xpi_auth_hello h = { .version = 2, .flags = 0, .rank = 3, .size = 9 }, g;
+	struct xpi_auth_hello h = { .version = 3, .flags = 0, .rank = 3, .size = 9 }, g;
 	uint8_t buf[XPI_AUTH_HELLO_LEN];
 	memcpy(h.nonce, nonce_a, 16);
 	xpi_auth_hello_write(&h, buf);
-	T_CHECK(memcmp(buf, "XPAU\0\2\0\0\0\0\0\3\0\0\0\x09", 16) == 0);
+	T_CHECK(memcmp(buf, "XPAU\0\3\0\0\0\0\0\3\0\0\0\x09", 16) == 0);
 	T_CHECK(memcmp(buf + 16, nonce_a, 16) == 0);
 	T_EQ(xpi_auth_hello_parse(buf, sizeof(buf), &g), 0);
-	T_CHECK(g.version == 2 && g.rank == 3 && g.size == 9 && memcmp(g.nonce, nonce_a, 16) == 0);
+	T_CHECK(g.version == 3 && g.rank == 3 && g.size == 9 && memcmp(g.nonce, nonce_a, 16) == 0);
 	T_EQ(xpi_auth_hello_parse(buf, sizeof(buf) - 1, &g), -EPROTO);
 	T_EQ(xpi_auth_hello_parse(NULL, 0, &g), -EPROTO);
 	buf[0] = 'Y';
@@ -425,10 +476,25 @@ static void test_auth_handshake(void)
 	T_EQ(auth_against(&p, "k1", 0, 4, 5000, &peer, &cst), -EPROTO);
 	T_EQ(cst, 0);
 	fprintf(stderr, "   detail: %s\n", xp_error_detail());
-	T_CHECK(strstr(xp_error_detail(), "version 1, this build speaks 2") != NULL);
+	T_CHECK(strstr(xp_error_detail(), "version 1, this build speaks 3") != NULL);
+
+	/* The right key, but bound to another job (a rank of another job that
+	 * shares the key, or a handshake relayed from one): both refuse. */
+	p.mode = 0;
+	p.bind = "another job";
+	T_EQ(auth_against(&p, "k1", 0, 4, 5000, &peer, &cst), -EACCES);
+	T_EQ(cst, EACCES);
+	p.bind = NULL;
 
 	static const uint8_t any_key[XPI_AUTH_KEY_LEN] = { 0 };
-	T_EQ(xpi_auth_handshake(-1, any_key, 0, 2, 100, &peer), -EINVAL);
+	struct xpi_auth_args bad = { .key = any_key, .my_rank = 0, .size = 2 };
+	T_EQ(xpi_auth_handshake(-1, &bad, 100, &peer, NULL), -EINVAL);
+	bad.bind.len = XPI_AUTH_BIND_MAX + 1; /* too long a binding */
+	bad.bind.bytes = any_key;
+	T_EQ(xpi_auth_handshake(0, &bad, 100, &peer, NULL), -EINVAL);
+	bad.bind.len = 0;
+	bad.recv_len = 1; /* data expected, nowhere to put it */
+	T_EQ(xpi_auth_handshake(0, &bad, 100, &peer, NULL), -EINVAL);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -818,6 +884,60 @@ static void test_wrong_key(void)
 	fclose(log);
 }
 
+static int barrier_body(struct xpi_boot *b, struct job *j)
+{
+	(void)j;
+	return xpi_boot_barrier(b) == 0 ? 0 : 1;
+}
+
+/* Opens @n connections to 127.0.0.1:@port that never say anything. */
+static void open_idle(int *fds, int n, int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				  .sin_port = htons((uint16_t)port) };
+	for (int i = 0; i < n; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+		T_CHECK(fds[i] >= 0);
+		T_CHECK(connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	}
+}
+
+#define IDLE_STRANGERS 100
+
+/* Seconds a 3-rank job takes to form and pass a barrier, with @strangers
+ * idle connections to rank 0's port opened before any rank starts. */
+static double timed_job(int strangers)
+{
+	struct job j = {
+		.flavor = FL_XP, .n = 3, .key = "k", .body = barrier_body, .rank0_stderr = -1
+	};
+	j.lfd = mproc_listen_loopback(&j.port);
+	T_CHECK(listen(j.lfd, 4 * IDLE_STRANGERS) == 0); /* room for them all in the backlog */
+	int fds[IDLE_STRANGERS];
+	open_idle(fds, strangers, j.port);
+	double t0 = t_now_s();
+	run_job(&j);
+	double t = t_now_s() - t0;
+	for (int i = 0; i < strangers; i++)
+		close(fds[i]);
+	return t;
+}
+
+static void test_idle_strangers(void)
+{
+	/* 100 idle connections: more than the 20 s boot timeout holds 3 s
+	 * handshake deadlines (one at a time, 7 used to fail the job), and
+	 * more than rank 0 lets authenticate at once (2 + 64), so the oldest
+	 * are dropped too. Handshakes run at once: the job forms in about
+	 * the time it takes without them, far less than one deadline. */
+	double alone = timed_job(0);
+	double crowded = timed_job(IDLE_STRANGERS);
+	fprintf(stderr, "   formed in %.3f s alone, %.3f s beside %d idle strangers\n", alone,
+		crowded, IDLE_STRANGERS);
+	T_CHECK(crowded < alone + 1.5);
+}
+
 static int rank0_dies_body(struct xpi_boot *b, struct job *j)
 {
 	T_OK(xpi_boot_barrier(b));
@@ -912,6 +1032,7 @@ int main(void)
 	T_RUN(test_job_slurm);
 	T_RUN(test_job_ompi);
 	T_RUN(test_wrong_key);
+	T_RUN(test_idle_strangers);
 	T_RUN(test_rank0_dies);
 	T_RUN(test_rank_dies);
 	T_RUN(test_mismatch);

@@ -236,6 +236,12 @@ typedef struct xp_config {
 	 * operations fail naming it, ms (at least 1); XP_DPDK_PEER_TIMEOUT_MS;
 	 * 10000. */
 	int dpdk_peer_timeout_ms;
+	/* Refuse to form a job without a job key (for sites where a job
+	 * must never be open to strangers): with it on and no job_key, every
+	 * rank's xp_init fails with -EACCES, naming the setting;
+	 * XP_JOB_KEY_REQUIRED=off|on; off (then a missing key is warned once,
+	 * by rank 0). Jobs from a unique id carry their own key. */
+	int job_key_required;
 } xp_config_t;
 
 /** Fills @cfg with defaults and then the XP_* environment. A variable whose

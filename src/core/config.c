@@ -89,6 +89,7 @@ int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
 	out->boot_timeout_ms = cfg.boot_timeout_ms != 0 ? cfg.boot_timeout_ms : cfg.timeout_ms;
 	out->has_job_key = cfg.job_key != NULL;
 	copy_text(out->job_key, sizeof(out->job_key), cfg.job_key);
+	out->job_key_required = cfg.job_key_required != 0;
 	copy_text(out->socket_ifname, sizeof(out->socket_ifname), cfg.socket_ifname);
 	copy_text(out->transports, sizeof(out->transports), cfg.transports);
 	out->shm_cma_min = cfg.shm_cma_min;

@@ -25,6 +25,7 @@ struct xpi_config {
 	int boot_timeout_ms; /* resolved: never 0 */
 	bool has_job_key;
 	char job_key[256];
+	bool job_key_required;  /* XP_JOB_KEY_REQUIRED */
 	char socket_ifname[16]; /* "" : unset */
 	char transports[128];   /* "" : unset */
 	size_t shm_cma_min;     /* SIZE_MAX: off */

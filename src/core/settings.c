@@ -38,6 +38,8 @@ static const struct xpi_setting table[] = {
 	  "timeout_ms", "bound on forming the job and each out-of-band operation" },
 	{ "XP_JOB_KEY", "job_key", XPI_SET_STRING, F(job_key), 1, 255, NULL, NULL,
 	  "secret every rank proves to join" },
+	{ "XP_JOB_KEY_REQUIRED", "job_key_required", XPI_SET_ENUM, F(job_key_required), 0, 0,
+	  off_on_names, NULL, "refuse to form a job without XP_JOB_KEY" },
 	{ "XP_SOCKET_IFNAME", "socket_ifname", XPI_SET_STRING, F(socket_ifname), 1, 15, NULL, NULL,
 	  "interface whose address a rank listens on" },
 	{ "XP_TRANSPORTS", "transports", XPI_SET_STRING, F(transports), 1, 127, NULL, NULL,

@@ -6,11 +6,11 @@
  * primitives are libsodium's: HMAC-SHA-512-256 (crypto_auth) for the proof
  * and BLAKE2b (crypto_generichash) to derive a key from a string.
  *
- * Protocol, version 2. Every integer is big-endian.
+ * Protocol, version 3. Every integer is big-endian.
  *
  *   1. Both sides send a hello at once (XPI_AUTH_HELLO_LEN = 32 bytes):
  *        0  4  magic "XPAU"
- *        4  2  protocol version (2)
+ *        4  2  protocol version (3)
  *        6  2  flags (0; ignored on receipt, for later versions)
  *        8  4  sender's rank
  *       12  4  job size
@@ -18,32 +18,53 @@
  *      and read the other's. A hello with another magic or version, a job
  *      size other than ours, a rank >= size or equal to ours, or our own
  *      nonce (a reflected hello) ends the handshake with -EPROTO. The hello
- *      has the same length and layout as in version 1, so a rank of either
- *      version reads the other's hello whole and refuses it by its version
- *      number, with a message that says so, instead of waiting for bytes
- *      that never come.
- *   2. Both send a proof (XPI_AUTH_PROOF_LEN = 32 bytes, the HMAC tag):
- *        proof = HMAC-SHA-512-256(key, "xport-auth-v2" || role || own rank ||
- *                                      job size || peer nonce || own nonce)
+ *      has the same length and layout in every version, so a rank of
+ *      another version reads it whole and refuses it by its version number,
+ *      with a message that says so, instead of waiting for bytes that never
+ *      come.
+ *   2. Both send a proof (XPI_AUTH_PROOF_LEN = 32 bytes, an HMAC tag):
+ *        proof = HMAC-SHA-512-256(key, "xport-auth-v3" || role || own rank ||
+ *                                      job size || peer nonce || own nonce ||
+ *                                      binding length (2) || binding)
  *      where HMAC-SHA-512-256 is HMAC-SHA-512 cut to its first 32 bytes
- *      (libsodium's crypto_auth), "xport-auth-v2" is those 13 ASCII bytes,
+ *      (libsodium's crypto_auth), "xport-auth-v3" is those 13 ASCII bytes,
  *      role is one byte, 'L' if own rank < peer rank and 'H' otherwise, and
- *      ranks and size are 4 bytes each: 54 bytes in all (xpi_auth_proof).
- *      Each side checks the other's proof in constant time; a wrong one ends
- *      the handshake with -EACCES.
+ *      ranks and size are 4 bytes each (xpi_auth_proof). The binding names
+ *      the job (at most XPI_AUTH_BIND_MAX bytes, the same on both sides):
+ *      the bootstrap binds rank 0's rendezvous port, the transports the job
+ *      identity rank 0 drew (bootstrap.h), so a proof made for one job never
+ *      fits another that shares its key and size, and a handshake relayed
+ *      between two such jobs fails. Each side checks the other's proof in
+ *      constant time; a wrong one ends the handshake with -EACCES.
+ *   3. Optionally, right after its proof, a side sends a short message
+ *      (at most XPI_AUTH_DATA_MAX bytes; both sides know its length) and
+ *      its tag:
+ *        tag = HMAC-SHA-512-256(key, "xport-auth-v3-data" || own rank ||
+ *                                    peer rank || peer nonce || own nonce ||
+ *                                    binding length (2) || binding ||
+ *                                    data length (2) || data)
+ *      It is what the connection's proofs vouch for: rank 0 sends the job
+ *      identity this way, a TCP connection its channel. A wrong tag ends
+ *      the handshake with -EACCES; the data is never used before it checks.
  *
- * Version 1 (xport before libsodium) had a 16-byte key and an 8-byte SipHash-2-4
- * proof over the same 54 bytes with the label "xport-auth-v1".
+ * Version 2 had no binding and no data; version 1 (xport before libsodium)
+ * a 16-byte key and an 8-byte SipHash-2-4 proof.
  *
  * Why this is enough against a process that does not know the key: each
  * proof covers a nonce the verifier has just drawn, so an old proof cannot
  * be replayed; the prover's rank and role are inside it, so a proof taken
  * from one connection (or reflected back on the same one) never fits
- * another direction or rank. What it does not do: protect the traffic after
- * the handshake, or stop an active man-in-the-middle that relays both
- * handshakes between two honest ranks. A key derived from a short
- * password (xpi_auth_key_from_string) can be guessed offline by anyone who
- * records a handshake; launchers should use random keys (xprun does).
+ * another direction or rank; the binding keeps it inside its job. What it
+ * does not do: keep the traffic after the handshake secret or unaltered,
+ * or stop an active man-in-the-middle that relays both handshakes between
+ * two honest ranks of the same job. A key derived from a short password
+ * (xpi_auth_key_from_string) can be guessed offline by anyone who records a
+ * handshake; launchers should use random keys (xprun does).
+ *
+ * The handshake never blocks inside the library's loops: struct
+ * xpi_auth_hs is its state, advanced by xpi_auth_hs_step whenever the
+ * socket is ready, so one thread can run many at once (acceptor.h);
+ * xpi_auth_handshake is the blocking form for one connection.
  */
 #ifndef XPI_AUTH_H
 #define XPI_AUTH_H
@@ -56,7 +77,9 @@
 #define XPI_AUTH_NONCE_LEN 16
 #define XPI_AUTH_HELLO_LEN 32
 #define XPI_AUTH_PROOF_LEN 32 /* crypto_auth_BYTES */
-#define XPI_AUTH_VERSION 2
+#define XPI_AUTH_VERSION 3
+#define XPI_AUTH_BIND_MAX 64 /* bytes of a job binding */
+#define XPI_AUTH_DATA_MAX 64 /* bytes of the optional message after the proof */
 
 struct xpi_auth_hello {
 	uint16_t version;
@@ -100,26 +123,93 @@ int xpi_auth_init(void);
  * time (sodium_memcmp). Pure. */
 bool xpi_auth_proof_matches(const uint8_t *buf, size_t len, const uint8_t want[XPI_AUTH_PROOF_LEN]);
 
+/* What the two sides of a handshake must agree on besides the key: the
+ * job binding (@bind, @bind_len bytes, at most XPI_AUTH_BIND_MAX; may be
+ * empty). */
+struct xpi_auth_bind {
+	const uint8_t *bytes;
+	size_t len;
+};
+
 /* Writes to @out the proof a side of rank @own_rank sends to @peer_rank (see
  * above). Pure; needs xpi_auth_init. */
 void xpi_auth_proof(const uint8_t key[XPI_AUTH_KEY_LEN], int own_rank, int peer_rank, int size,
 		    const uint8_t peer_nonce[XPI_AUTH_NONCE_LEN],
-		    const uint8_t own_nonce[XPI_AUTH_NONCE_LEN], uint8_t out[XPI_AUTH_PROOF_LEN]);
+		    const uint8_t own_nonce[XPI_AUTH_NONCE_LEN], struct xpi_auth_bind bind,
+		    uint8_t out[XPI_AUTH_PROOF_LEN]);
+
+/* Writes to @out the tag of the @len bytes of @data a side of rank
+ * @own_rank sends to @peer_rank after its proof (see above). Pure; needs
+ * xpi_auth_init. */
+void xpi_auth_data_tag(const uint8_t key[XPI_AUTH_KEY_LEN], int own_rank, int peer_rank,
+		       const uint8_t peer_nonce[XPI_AUTH_NONCE_LEN],
+		       const uint8_t own_nonce[XPI_AUTH_NONCE_LEN], struct xpi_auth_bind bind,
+		       const uint8_t *data, size_t len, uint8_t out[XPI_AUTH_PROOF_LEN]);
+
+/* One side of a handshake: what it proves and what it sends and expects. */
+struct xpi_auth_args {
+	const uint8_t *key; /* XPI_AUTH_KEY_LEN bytes; must outlive the handshake */
+	int my_rank, size;
+	struct xpi_auth_bind bind; /* copied */
+	const uint8_t *send;       /* sent after the proof (copied); NULL if send_len is 0 */
+	size_t send_len;           /* 0 to XPI_AUTH_DATA_MAX */
+	size_t recv_len;           /* what the peer sends after its proof, 0 to XPI_AUTH_DATA_MAX */
+};
+
+/* A handshake in progress on one socket. Fields are the library's; read
+ * only @fd, @events, @deadline and, once done, @peer_rank and @data. */
+struct xpi_auth_hs {
+	int fd;
+	short events;                    /* what to poll for before the next xpi_auth_hs_step */
+	int64_t deadline;                /* absolute (clock.h), XPI_DEADLINE_NONE for none */
+	int peer_rank;                   /* once done */
+	uint8_t data[XPI_AUTH_DATA_MAX]; /* once done: the peer's message, verified */
+	/* internal */
+	const uint8_t *key;
+	int my_rank, size, phase;
+	uint8_t bind[XPI_AUTH_BIND_MAX];
+	size_t bind_len, send_len, recv_len;
+	uint8_t send[XPI_AUTH_DATA_MAX];
+	struct xpi_auth_hello mine, theirs;
+	uint8_t out[XPI_AUTH_PROOF_LEN * 2 + XPI_AUTH_DATA_MAX];
+	uint8_t in[XPI_AUTH_PROOF_LEN * 2 + XPI_AUTH_DATA_MAX];
+	size_t out_len, out_done, in_len, in_done;
+	char peer[80]; /* the peer's address, for messages (XPI_SOCK_ADDRSTRLEN) */
+};
 
 /*
- * Runs the handshake on connected stream socket @fd as rank @my_rank of a
- * job of @size ranks, with @key. Both ends call it; the protocol is
- * symmetric. Blocks for at most @timeout_ms in all (poll deadlines; a
- * negative value waits without one). The socket stays open and the
- * caller's, whatever the result; on failure it must not be used further.
+ * Starts a handshake on connected, non-blocking stream socket @fd with
+ * @a, to finish within @timeout_ms (negative: no deadline). Sends nothing
+ * yet. Returns 0, -EINVAL for bad arguments, -EIO (xpi_auth_init) or the
+ * errno of getrandom (logged). The socket stays the caller's.
+ */
+int xpi_auth_hs_start(struct xpi_auth_hs *h, int fd, const struct xpi_auth_args *a, int timeout_ms);
+
+/*
+ * Advances @h as far as the socket allows without blocking. Returns 1 when
+ * the handshake is done (peer_rank and data written), 0 when it waits for
+ * @h->events on @h->fd, or a negative code as xpi_auth_handshake's (logged
+ * and set as the thread's error detail; -ETIMEDOUT only if the deadline
+ * has passed). Never blocks; never raises SIGPIPE.
+ */
+int xpi_auth_hs_step(struct xpi_auth_hs *h);
+
+/*
+ * Runs the handshake on connected stream socket @fd as @a says, blocking
+ * for at most @timeout_ms in all (poll deadlines; a negative value waits
+ * without one). Both ends call it; the protocol is symmetric but for the
+ * data each sends. The socket stays open and the caller's, whatever the
+ * result; on failure it must not be used further.
  *
- * Returns 0 and *@peer_rank (< @size, != @my_rank), or
- *   -EACCES      the peer's key proof was wrong: it runs with another job
- *                key. Logged, and the thread's error detail
+ * Returns 0, *@peer_rank (< size, != my_rank) and, if @a->recv_len > 0,
+ * the peer's verified message in @data (recv_len bytes), or
+ *   -EACCES      the peer's key proof (or its message's tag) was wrong: it
+ *                runs with another job key, or belongs to another job with
+ *                the same key. Logged, and the thread's error detail
  *                (xp_error_detail) says "wrong job key" and names the
  *                peer's address.
  *   -EPROTO      not an xport peer, another protocol version (an xport
- *                build from before version 2 among them), another job
+ *                build from before version 3 among them), another job
  *                size, a rank out of range, or a reflected hello
  *   -ETIMEDOUT   the peer did not finish within @timeout_ms
  *   -ECONNRESET  the peer closed or reset the connection
@@ -129,8 +219,17 @@ void xpi_auth_proof(const uint8_t key[XPI_AUTH_KEY_LEN], int own_rank, int peer_
  * Every failure but -EINVAL is logged and set as the error detail, naming
  * the peer's address.
  */
-int xpi_auth_handshake(int fd, const uint8_t key[XPI_AUTH_KEY_LEN], int my_rank, int size,
-		       int timeout_ms, int *peer_rank);
+int xpi_auth_handshake(int fd, const struct xpi_auth_args *a, int timeout_ms, int *peer_rank,
+		       uint8_t *data);
+
+/* Fills @buf with @len random bytes (getrandom). Returns 0 or -errno. */
+int xpi_auth_random(uint8_t *buf, size_t len);
+
+/* Writes to @out the 32-byte identity of the job whose rank 0 bound its
+ * handshakes to @bind and drew @nonce (32 bytes): BLAKE2b-256, keyed with
+ * "xport-job-id-v1", over the binding's length (2), the binding and the
+ * nonce. Pure; needs xpi_auth_init. */
+void xpi_auth_job_id(struct xpi_auth_bind bind, const uint8_t nonce[32], uint8_t out[32]);
 
 /*
  * Derives the 32-byte key from a string (XP_JOB_KEY): BLAKE2b with a

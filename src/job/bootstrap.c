@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "acceptor.h"
 #include "auth.h"
 #include "bootstrap.h"
 #include "launcher.h"
@@ -23,9 +24,13 @@
 #define HDR_LEN XPI_BOOT_HDR_LEN
 #define ABORT_TEXT_MAX XPI_BOOT_ABORT_TEXT_MAX
 #define TEXT_MAX (ABORT_TEXT_MAX + 64)
-/* A connection to rank 0 that does not finish the handshake in this time is
- * dropped, so a stuck or hostile client delays the job by at most this. */
-#define HANDSHAKE_MAX_MS 10000
+/* A connection to rank 0 that does not finish the handshake in this time
+ * after rank 0 accepted it is dropped. Handshakes run concurrently
+ * (acceptor.h), so this bounds what one stranger's connection holds, not
+ * what a rank waits: a real rank answers within a round trip. */
+#define HANDSHAKE_MAX_MS 3000
+/* Connections rank 0 lets authenticate at once beyond one per rank. */
+#define PENDING_SLACK 64
 /* How long rank 0 tries to tell the others that an operation failed. */
 #define ABORT_SEND_MS 1000
 #define CONNECT_BACKOFF_MAX_MS 250
@@ -36,6 +41,12 @@ struct xpi_boot {
 	int rank, size;
 	int timeout_ms;
 	uint8_t key[XPI_AUTH_KEY_LEN];
+	/* What the job's handshakes with rank 0 bind (auth.h): its port. */
+	uint8_t bind[3];
+	/* Rank 0 draws it; every other rank learns it, authenticated, in its
+	 * handshake with rank 0. */
+	uint8_t job_nonce[XPI_BOOT_JOB_ID_LEN];
+	uint8_t job_id[XPI_BOOT_JOB_ID_LEN];
 	char addr[300]; /* the rendezvous address as configured, for messages */
 	int root_fd;    /* ranks != 0: the connection to rank 0 */
 	/* Rank 0: the connection to each rank (fds[0] unused) and the state
@@ -252,46 +263,56 @@ static bool has_joined(const struct xpi_boot *b, int r)
 static int root_accept_ranks(struct xpi_boot *b, const struct xpi_launch *e, int lfd,
 			     int64_t deadline)
 {
+	struct xpi_acceptor_opts ao = {
+		.lfd = lfd,
+		.auth = { .key = b->key,
+			  .my_rank = 0,
+			  .size = b->size,
+			  .bind = { b->bind, sizeof(b->bind) },
+			  .send = b->job_nonce,
+			  .send_len = sizeof(b->job_nonce) },
+		.handshake_ms = HANDSHAKE_MAX_MS,
+		.max_pending = b->size - 1 + PENDING_SLACK,
+		.who = "rank 0",
+	};
+	struct xpi_acceptor *acc;
+	int rc = xpi_acceptor_create(&ao, &acc);
+	if (rc < 0)
+		return fail(rc, "rank 0: %s", errtext(rc));
 	int joined = 0;
 	while (joined < b->size - 1) {
 		int fd, peer;
-		int rc = xpi_sock_accept(lfd, deadline, &fd);
+		rc = xpi_acceptor_next(acc, deadline, &fd, &peer, NULL);
 		if (rc == -ETIMEDOUT) {
 			char missing[160];
 			missing_ranks(b, has_joined, missing, sizeof(missing));
-			return fail(
-				rc,
-				"rank 0: timed out after %d ms at %s waiting for %d of %d ranks "
-				"to join: rank %s (not started, crashed, or pointed at another "
-				"address?)",
-				b->timeout_ms, e->addr, b->size - 1 - joined, b->size, missing);
+			unsigned long refused = xpi_acceptor_refused(acc);
+			char strangers[96] = "";
+			if (refused > 0)
+				snprintf(strangers, sizeof(strangers),
+					 "; %lu other connections were refused", refused);
+			rc = fail(rc,
+				  "rank 0: timed out after %d ms at %s waiting for %d of %d ranks "
+				  "to join: rank %s (not started, crashed, or pointed at another "
+				  "address?)%s",
+				  b->timeout_ms, e->addr, b->size - 1 - joined, b->size, missing,
+				  strangers);
+			break;
 		}
-		if (rc < 0)
-			return fail(rc, "rank 0: accept on %s failed: %s%s", e->addr, errtext(rc),
-				    rc == -EMFILE ? " (raise the open-files limit, ulimit -n)" :
-						    "");
-		int left = xpi_deadline_left_ms(deadline);
-		rc = xpi_auth_handshake(fd, b->key, 0, b->size,
-					left < HANDSHAKE_MAX_MS ? left : HANDSHAKE_MAX_MS, &peer);
+		if (rc < 0) {
+			rc = fail(rc, "rank 0: accept on %s failed: %s%s", e->addr, errtext(rc),
+				  rc == -EMFILE ? " (raise the open-files limit, ulimit -n)" : "");
+			break;
+		}
 		char who[XPI_SOCK_ADDRSTRLEN];
 		xpi_sock_peer_str(fd, who, sizeof(who));
-		if (rc == 0 && b->fds[peer] >= 0) {
+		if (b->fds[peer] >= 0) {
 			char first[XPI_SOCK_ADDRSTRLEN];
 			xpi_sock_peer_str(b->fds[peer], first, sizeof(first));
 			xpi_log(XPI_LOG_ERROR,
 				"rank 0: refused %s: it claims rank %d, which joined from %s "
 				"(was the job started twice?)",
 				who, peer, first);
-			rc = -EPROTO;
-		} else if (rc < 0) {
-			/* The handshake logged why; this is what it means for the job. */
-			xpi_log(XPI_LOG_WARN,
-				"rank 0: refused the connection from %s (%s); still "
-				"waiting for %d ranks",
-				who, rc == -EACCES ? "wrong job key" : errtext(rc),
-				b->size - 1 - joined);
-		}
-		if (rc < 0) {
 			close(fd);
 			continue;
 		}
@@ -300,7 +321,8 @@ static int root_accept_ranks(struct xpi_boot *b, const struct xpi_launch *e, int
 		b->fds[peer] = fd;
 		joined++;
 	}
-	return 0;
+	xpi_acceptor_destroy(acc);
+	return rc;
 }
 
 static bool connect_retryable(int rc)
@@ -356,8 +378,14 @@ static int join_root_once(struct xpi_boot *b, const struct xpi_launch *e, int64_
 								       backoff_ms * 2;
 	}
 	int peer = -1;
-	rc = xpi_auth_handshake(fd, b->key, b->rank, b->size, xpi_deadline_left_ms(deadline),
-				&peer);
+	struct xpi_auth_args aa = {
+		.key = b->key,
+		.my_rank = b->rank,
+		.size = b->size,
+		.bind = { b->bind, sizeof(b->bind) },
+		.recv_len = sizeof(b->job_nonce),
+	};
+	rc = xpi_auth_handshake(fd, &aa, xpi_deadline_left_ms(deadline), &peer, b->job_nonce);
 	if (rc == 0 && peer != 0)
 		rc = fail(-EPROTO, "rank %d: the process at %s is rank %d of a job, not rank 0",
 			  b->rank, e->addr, peer);
@@ -369,7 +397,8 @@ static int join_root_once(struct xpi_boot *b, const struct xpi_launch *e, int64_
 			return fail(
 				rc,
 				"rank %d: wrong job key: rank 0 at %s (from %s) has another job "
-				"key than this rank; every rank needs the same XP_JOB_KEY",
+				"key than this rank, or is rank 0 of another job with the same "
+				"key; every rank needs the same XP_JOB_KEY",
 				b->rank, e->addr, e->addr_from);
 		if (rc == -ECONNRESET)
 			return fail(
@@ -384,21 +413,23 @@ static int join_root_once(struct xpi_boot *b, const struct xpi_launch *e, int64_
 	return 0;
 }
 
-/* Joins rank 0. In a job from a unique id, a reset connection is tried
- * again: the process that made the id, if it is not rank 0, lets go of its
+/* Joins rank 0. A connection reset before the handshake finished is tried
+ * again until the deadline: rank 0 drops the oldest half-open connections
+ * when strangers hold too many (acceptor.h), and in a job from a unique id
+ * the process that made the id, if it is not rank 0, lets go of its
  * listening socket when it joins, which resets whatever connected to that
  * socket meanwhile; the real rank 0 binds the port afterwards. */
-static int join_root(struct xpi_boot *b, const struct xpi_launch *e, bool retry_reset,
-		     int64_t deadline)
+static int join_root(struct xpi_boot *b, const struct xpi_launch *e, int64_t deadline)
 {
-	for (;;) {
+	for (int tries = 1;; tries++) {
 		int rc = join_root_once(b, e, deadline);
 		int left = xpi_deadline_left_ms(deadline);
-		if (rc != -ECONNRESET || !retry_reset || left == 0)
+		if (rc != -ECONNRESET || left == 0)
 			return rc;
-		xpi_log(XPI_LOG_WARN,
-			"rank %d: the connection to %s (from %s) was reset; rank 0 may not be "
-			"listening yet: connecting again",
+		xpi_log(tries == 1 ? XPI_LOG_WARN : XPI_LOG_DEBUG,
+			"rank %d: the connection to %s (from %s) was reset before it was "
+			"authenticated; rank 0 may not be listening yet, or busy with "
+			"strangers: connecting again",
 			b->rank, e->addr, e->addr_from);
 		poll(NULL, 0, CONNECT_BACKOFF_MAX_MS < left ? CONNECT_BACKOFF_MAX_MS : left);
 	}
@@ -486,6 +517,39 @@ void xpi_boot_key_from_uid(const uint8_t *uid_key, uint8_t *key)
 	memcpy(key, uid_key, XPI_AUTH_KEY_LEN);
 }
 
+/* What the handshakes with rank 0 bind (auth.h): the rendezvous port, the
+ * one part of rank 0's address every rank is told the same way (hosts may
+ * be names on some ranks and addresses on others). Rank 0 also draws the
+ * job's nonce here. */
+static int boot_bind(struct xpi_boot *b, const struct xpi_launch *e)
+{
+	long port = strtol(e->port, NULL, 10);
+	b->bind[0] = 'B';
+	b->bind[1] = (uint8_t)(port >> 8);
+	b->bind[2] = (uint8_t)port;
+	if (b->rank != 0)
+		return 0;
+	int rc = xpi_auth_random(b->job_nonce, sizeof(b->job_nonce));
+	if (rc < 0)
+		return fail(rc, "rank 0: getrandom failed: %s", errtext(rc));
+	return 0;
+}
+
+/* Without XP_JOB_KEY: one line, from rank 0, naming where it listens. */
+static void warn_no_key(int lfd)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t len = sizeof(ss);
+	char where[XPI_SOCK_ADDRSTRLEN] = "its rendezvous port";
+	if (getsockname(lfd, (struct sockaddr *)&ss, &len) == 0)
+		xpi_sock_addr_str((struct sockaddr *)&ss, where, sizeof(where));
+	xpi_log(XPI_LOG_WARN,
+		"rank 0: XP_JOB_KEY is not set: this job is not protected, any process that "
+		"reaches %s can join it (export a secret XP_JOB_KEY to every rank; "
+		"XP_JOB_KEY_REQUIRED=on refuses to run without one)",
+		where);
+}
+
 int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out)
 {
 	struct xpi_launch e;
@@ -509,16 +573,19 @@ int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out)
 	rc = 0;
 	if (o->explicit_job) {
 		memcpy(b->key, key, sizeof(b->key));
+	} else if (o->job_key == NULL && o->require_key) {
+		rc = fail(-EACCES,
+			  "rank %d: XP_JOB_KEY is not set and XP_JOB_KEY_REQUIRED=on: this rank "
+			  "forms no job without a key (xprun sets one; with srun, mpirun or "
+			  "torchrun export the same secret XP_JOB_KEY to every rank)",
+			  b->rank);
 	} else {
-		if (o->job_key == NULL)
-			xpi_log(XPI_LOG_WARN,
-				"rank %d: XP_JOB_KEY is not set: this job is not protected, any "
-				"process that reaches %s can join it",
-				b->rank, e.addr);
 		rc = xpi_auth_key_from_string(o->job_key != NULL ? o->job_key : "", b->key);
 	}
 	if (rc == 0)
 		rc = boot_alloc(b);
+	if (rc == 0)
+		rc = boot_bind(b, &e);
 	if (rc < 0)
 		goto fail;
 
@@ -537,11 +604,13 @@ int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out)
 		if (rc < 0)
 			goto fail;
 		e.listen_fd = -1; /* lfd now */
+		if (o->job_key == NULL && !o->explicit_job && !o->quiet)
+			warn_no_key(lfd);
 		rc = root_accept_ranks(b, &e, lfd, deadline);
 		/* Nobody else may join now: stop listening. */
 		close(lfd);
 	} else {
-		rc = join_root(b, &e, o->explicit_job, deadline);
+		rc = join_root(b, &e, deadline);
 	}
 	if (rc < 0)
 		goto fail;
@@ -550,6 +619,8 @@ int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out)
 		if (rc < 0)
 			goto fail;
 	}
+	xpi_auth_job_id((struct xpi_auth_bind){ b->bind, sizeof(b->bind) }, b->job_nonce,
+			b->job_id);
 	xpi_log(XPI_LOG_INFO, "rank %d of %d: job formed (launcher %s, rendezvous %s from %s)",
 		b->rank, b->size, e.launcher, e.addr, e.addr_from);
 	*out = b;
@@ -582,6 +653,11 @@ int xpi_boot_timeout_ms(const struct xpi_boot *b)
 const uint8_t *xpi_boot_key(const struct xpi_boot *b)
 {
 	return b->key;
+}
+
+const uint8_t *xpi_boot_job_id(const struct xpi_boot *b)
+{
+	return b->job_id;
 }
 
 int xpi_boot_local_addr(const struct xpi_boot *b, struct sockaddr_storage *out, socklen_t *len)
@@ -898,10 +974,46 @@ int xpi_boot_barrier(struct xpi_boot *b)
 	return xpi_boot_allgather(b, NULL, 0, NULL);
 }
 
+/* Rank 0 after an abort: a rank whose contribution rank 0 never read would
+ * get a reset when rank 0 closes, and a reset discards what it has not yet
+ * read of the abort. So rank 0 ends its side, and reads what comes until
+ * each rank closes (it does on the abort) or ABORT_SEND_MS pass. */
+static void root_drain_after_abort(struct xpi_boot *b)
+{
+	int64_t deadline = xpi_deadline_in(ABORT_SEND_MS);
+	int open = 0;
+	for (int r = 1; r < b->size; r++)
+		if (b->fds[r] >= 0 && shutdown(b->fds[r], SHUT_WR) == 0)
+			open++;
+	uint8_t sink[512];
+	while (open > 0) {
+		int np = 0;
+		for (int r = 1; r < b->size; r++)
+			if (b->fds[r] >= 0 && b->got[r] != SIZE_MAX - 1) {
+				b->pfds[np] = (struct pollfd){ .fd = b->fds[r], .events = POLLIN };
+				b->pranks[np++] = r;
+			}
+		int ms = xpi_deadline_left_ms(deadline);
+		if (np == 0 || ms == 0 || poll(b->pfds, (nfds_t)np, ms) <= 0)
+			return;
+		for (int i = 0; i < np; i++) {
+			if (b->pfds[i].revents == 0)
+				continue;
+			ssize_t k = recv(b->pfds[i].fd, sink, sizeof(sink), MSG_DONTWAIT);
+			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
+				b->got[b->pranks[i]] = SIZE_MAX - 1; /* done */
+				open--;
+			}
+		}
+	}
+}
+
 void xpi_boot_destroy(struct xpi_boot *b)
 {
 	if (b == NULL)
 		return;
+	if (b->rank == 0 && b->broken != 0 && b->fds != NULL)
+		root_drain_after_abort(b);
 	if (b->root_fd >= 0)
 		close(b->root_fd);
 	if (b->fds != NULL)

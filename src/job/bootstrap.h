@@ -49,12 +49,20 @@
  *                        its listeners (xpi_boot_local_addr); NULL: the
  *                        local address of its connection to rank 0
  *
- * Forming the job: rank 0 accepts size - 1 connections and runs the job-key
- * handshake (xpi_auth_handshake) on each. A connection that fails it is
- * logged and closed and takes no rank's place; a second connection for a
- * rank that has already joined is refused the same way. Every other rank
- * connects to rank 0, retrying while rank 0 is not listening yet, and runs
- * the handshake. Everything is bounded by the timeout.
+ * Forming the job: rank 0 accepts connections and runs the job-key
+ * handshake (auth.h, bound to rank 0's port) on all of them at once, each
+ * with its own 3 s deadline, at most size - 1 + 64 half-open (the oldest
+ * dropped beyond), until size - 1 ranks have joined (acceptor.h): no
+ * number of idle or slow strangers holds up a real rank. A connection that
+ * fails is logged and closed and takes no rank's place; a second
+ * connection for a rank that has already joined is refused the same way.
+ * In its handshake rank 0 sends each rank, authenticated, the random nonce
+ * that names the job (xpi_boot_job_id). Every other rank connects to rank
+ * 0, retrying while rank 0 is not listening yet or resets the connection
+ * before it is authenticated, and runs the handshake. Everything is
+ * bounded by the timeout. Without a job key rank 0 warns once, naming the
+ * address it listens on; XP_JOB_KEY_REQUIRED=on makes a missing key an
+ * error on every rank.
  *
  * Control messages (after the handshake), big-endian: a 16-byte header
  *   op (2: 1 contribution, 2 table, 3 abort), code (2: errno of an abort),
@@ -77,6 +85,9 @@
 #include <sys/socket.h>
 
 struct xpi_boot;
+
+/* Bytes of a job's identity (xpi_boot_job_id). */
+#define XPI_BOOT_JOB_ID_LEN 32
 
 /* xpi_boot_create() found no launcher variables, or a job of one rank. */
 #define XPI_BOOT_SINGLETON 1
@@ -121,6 +132,8 @@ struct xpi_boot_opts {
 	int boot_timeout_ms;       /* XP_BOOT_TIMEOUT_MS, or 0: timeout_ms */
 	const char *job_key;       /* XP_JOB_KEY, or NULL (warned); not with an id */
 	const char *socket_ifname; /* XP_SOCKET_IFNAME, or NULL */
+	bool require_key;          /* XP_JOB_KEY_REQUIRED: no job_key fails (-EACCES) */
+	bool quiet;                /* joining only to leave (settings refused): no key warning */
 	/* A job the program describes (xp_init_rank) instead of a launcher: */
 	bool explicit_job;
 	int rank, size;
@@ -171,6 +184,15 @@ int xpi_boot_timeout_ms(const struct xpi_boot *b);
 /* The job key (XPI_AUTH_KEY_LEN = 32 bytes), for the transports' own
  * handshakes. Owned by @b. */
 const uint8_t *xpi_boot_key(const struct xpi_boot *b);
+
+/* The job's identity (XPI_BOOT_JOB_ID_LEN bytes), the same on every rank
+ * of the job and, with overwhelming probability, on no rank of another:
+ * a hash of rank 0's rendezvous port and 32 random bytes rank 0 drew and
+ * sent to each rank in its authenticated handshake (auth.h). Not secret.
+ * Transports bind their own handshakes and keys to it, so two jobs that
+ * share a key never accept each other's connections or datagrams. Owned
+ * by @b. */
+const uint8_t *xpi_boot_job_id(const struct xpi_boot *b);
 
 /*
  * The address this rank should publish for its listeners, port 0: that of

@@ -346,6 +346,7 @@ static void boot_opts_from_config(struct xpi_boot_opts *o, const struct xpi_conf
 	o->timeout_ms = cfg->timeout_ms;
 	o->boot_timeout_ms = cfg->boot_timeout_ms;
 	o->job_key = cfg->has_job_key ? cfg->job_key : NULL;
+	o->require_key = cfg->job_key_required;
 	o->socket_ifname = cfg->socket_ifname[0] != '\0' ? cfg->socket_ifname : NULL;
 }
 
@@ -383,10 +384,17 @@ static int refuse_settings(int rc, const struct xpi_boot_opts *o)
 	if (o == NULL) {
 		memset(&def, 0, sizeof(def));
 		def.timeout_ms = XPI_DEFAULT_TIMEOUT_MS;
+		/* The settings were refused, but the key still lets this rank
+		 * in to say it leaves (rank 0 would refuse it without). */
+		const char *key = getenv("XP_JOB_KEY");
+		def.job_key = key != NULL && *key != '\0' ? key : NULL;
 		o = &def;
 	}
+	struct xpi_boot_opts leave = *o;
+	leave.quiet = true; /* no warning about the key: the refusal is the news */
+	leave.require_key = false;
 	struct xpi_boot *boot = NULL;
-	if (xpi_boot_create(o, &boot) == 0)
+	if (xpi_boot_create(&leave, &boot) == 0)
 		xpi_boot_destroy(boot);
 	xpi_set_thread_detail(detail);
 	return rc;
@@ -426,6 +434,7 @@ static int init_with(const xp_config_t *cfg, struct xpi_boot_opts *o, const char
 	o->timeout_ms = from_cfg.timeout_ms;
 	o->boot_timeout_ms = from_cfg.boot_timeout_ms;
 	o->socket_ifname = from_cfg.socket_ifname;
+	o->require_key = from_cfg.require_key;
 	if (!o->explicit_job)
 		o->job_key = from_cfg.job_key; /* an id brings its own */
 	rc = check_transports(&icfg);

@@ -8,6 +8,7 @@
 #include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../job/acceptor.h"
 #include "../job/auth.h"
 #include "../job/backend.h"
 #include "../job/bootstrap.h"
@@ -72,7 +74,12 @@ static int card_parse(const uint8_t card[CARD_LEN], struct sockaddr_storage *ss,
 	return -EPROTO;
 }
 
-#define HANDSHAKE_MS 5000
+/* Each accepted connection's own deadline for its handshake; they run
+ * concurrently (acceptor.h), so strangers cannot add theirs up. */
+#define HANDSHAKE_MS 3000
+/* Connections allowed to authenticate at once beyond the ones expected. */
+#define PENDING_SLACK 64
+#define RETRY_BACKOFF_MS 50
 
 /* Logs a setup failure and leaves it for xp_error_detail(). */
 __attribute__((format(printf, 2, 3))) static void setup_error(xp_context_t *ctx, const char *fmt,
@@ -158,31 +165,56 @@ static void tune(int fd, const xp_context_t *ctx, int ch)
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufs.rcv, sizeof(bufs.rcv));
 }
 
-/* Connects channel @ch to rank @peer and proves the job key. */
+/* What this rank's handshakes prove (auth.h): the job key, bound to the
+ * job's identity, so that a rank of another job with the same key is
+ * refused. The connecting side sends its channel, authenticated. */
+static struct xpi_auth_args handshake_args(const xp_context_t *ctx, struct xpi_boot *boot,
+					   uint8_t bind[1 + XPI_BOOT_JOB_ID_LEN])
+{
+	bind[0] = 'T';
+	memcpy(bind + 1, xpi_boot_job_id(boot), XPI_BOOT_JOB_ID_LEN);
+	return (struct xpi_auth_args){ .key = xpi_boot_key(boot),
+				       .my_rank = ctx->rank,
+				       .size = ctx->size,
+				       .bind = { bind, 1 + XPI_BOOT_JOB_ID_LEN } };
+}
+
+/* Connects channel @ch to rank @peer and proves the job key. A connection
+ * reset before it was authenticated is made again until @deadline: the
+ * peer drops the oldest half-open connections when strangers hold many. */
 static int connect_peer(struct xpi_tcp *t, const struct sockaddr_storage *ss, socklen_t sslen,
-			int peer, int ch, const uint8_t *key, int64_t deadline, int *out)
+			int peer, int ch, const struct xpi_auth_args *auth, int64_t deadline,
+			int *out)
 {
 	xp_context_t *ctx = t->ctx;
 	int fd, rc, got;
 	char where[96];
 	xpi_sock_addr_str((const struct sockaddr *)ss, where, sizeof(where));
-	rc = xpi_sock_connect((const struct sockaddr *)ss, sslen, deadline, &fd);
-	if (rc < 0) {
-		setup_error(ctx, "rank %d: cannot connect to rank %d at %s: %s", ctx->rank, peer,
-			    where, xp_strerror(rc));
-		return rc;
-	}
-	rc = xpi_auth_handshake(fd, key, ctx->rank, ctx->size, xpi_deadline_left_ms(deadline),
-				&got);
 	uint8_t chb = (uint8_t)ch;
-	if (rc == 0 && got != peer)
-		rc = -EPROTO;
-	if (rc == 0)
-		rc = xpi_sock_send_all(fd, &chb, 1, deadline);
-	if (rc < 0) {
+	struct xpi_auth_args a = *auth;
+	a.send = &chb;
+	a.send_len = 1;
+	for (;;) {
+		rc = xpi_sock_connect((const struct sockaddr *)ss, sslen, deadline, &fd);
+		if (rc < 0) {
+			setup_error(ctx, "rank %d: cannot connect to rank %d at %s: %s", ctx->rank,
+				    peer, where, xp_strerror(rc));
+			return rc;
+		}
+		rc = xpi_auth_handshake(fd, &a, xpi_deadline_left_ms(deadline), &got, NULL);
+		if (rc == 0 && got != peer)
+			rc = -EPROTO;
+		if (rc == 0)
+			break;
+		close(fd);
+		int left = xpi_deadline_left_ms(deadline);
+		if (rc == -ECONNRESET && left != 0) {
+			poll(NULL, 0,
+			     left > 0 && left < RETRY_BACKOFF_MS ? left : RETRY_BACKOFF_MS);
+			continue;
+		}
 		setup_error(ctx, "rank %d: connection to rank %d at %s refused: %s", ctx->rank,
 			    peer, where, xp_strerror(rc));
-		close(fd);
 		return rc;
 	}
 	tune(fd, ctx, ch);
@@ -190,44 +222,52 @@ static int connect_peer(struct xpi_tcp *t, const struct sockaddr_storage *ss, so
 	return 0;
 }
 
-/* Accepts the connections of all lower ranks. A connection that fails the
- * key proof is closed and does not count: a stranger cannot take a place. */
-static int accept_lower(struct xpi_tcp *t, const uint8_t *key, int64_t deadline)
+/* Accepts the connections of all lower ranks, all handshakes at once. A
+ * connection that fails the key proof is closed and does not count: a
+ * stranger cannot take a place, nor hold up a rank that connects meanwhile. */
+static int accept_lower(struct xpi_tcp *t, const struct xpi_auth_args *auth, int64_t deadline)
 {
 	xp_context_t *ctx = t->ctx;
 	int want = 0;
 	for (int p = 0; p < ctx->rank; p++)
 		want += 2 * t->want[p];
-	while (want > 0) {
-		int fd, peer, rc = xpi_sock_accept(t->listen_fd, deadline, &fd);
+	if (want == 0)
+		return 0;
+	char who[32];
+	snprintf(who, sizeof(who), "rank %d", ctx->rank);
+	struct xpi_acceptor_opts ao = {
+		.lfd = t->listen_fd,
+		.auth = *auth,
+		.handshake_ms = HANDSHAKE_MS,
+		.max_pending = want + PENDING_SLACK,
+		.who = who,
+	};
+	ao.auth.recv_len = 1; /* the channel */
+	struct xpi_acceptor *acc;
+	int rc = xpi_acceptor_create(&ao, &acc);
+	while (rc == 0 && want > 0) {
+		int fd, peer;
+		uint8_t ch;
+		rc = xpi_acceptor_next(acc, deadline, &fd, &peer, &ch);
 		if (rc < 0) {
 			setup_error(ctx,
 				    "rank %d: %d connections from lower ranks still missing: %s",
 				    ctx->rank, want, xp_strerror(rc));
-			return rc;
+			break;
 		}
-		/* Each handshake gets a few seconds at most, so a stranger that
-		 * connects and says nothing delays the job, not stops it. */
-		int64_t hs_deadline = xpi_deadline_in(HANDSHAKE_MS);
-		if (hs_deadline > deadline)
-			hs_deadline = deadline;
-		uint8_t ch;
-		rc = xpi_auth_handshake(fd, key, ctx->rank, ctx->size,
-					xpi_deadline_left_ms(hs_deadline), &peer);
-		if (rc == 0)
-			rc = xpi_sock_recv_all(fd, &ch, 1, hs_deadline);
-		if (rc == 0 && (peer >= ctx->rank || !t->want[peer] || ch > CH_BULK))
-			rc = -EPROTO;
-		int *slot = rc == 0 ? (ch == CH_CTL ? &t->conns[peer].fd_ctl :
-						      &t->conns[peer].fd_bulk) :
-				      NULL;
-		if (slot != NULL && *slot >= 0)
-			rc = -EPROTO; /* that channel is taken */
-		if (rc < 0) {
-			char who[96];
-			xpi_sock_peer_str(fd, who, sizeof(who));
-			xpi_log(XPI_LOG_WARN, "rank %d: refused a connection from %s: %s",
-				ctx->rank, who, xp_strerror(rc));
+		int *slot = NULL;
+		if (peer < ctx->rank && t->want[peer] && ch <= CH_BULK)
+			slot = ch == CH_CTL ? &t->conns[peer].fd_ctl : &t->conns[peer].fd_bulk;
+		if (slot == NULL || *slot >= 0) {
+			/* Authenticated, but not a connection this rank waits
+			 * for: a rank confused about the selection, or one
+			 * started twice. */
+			char from[96];
+			xpi_sock_peer_str(fd, from, sizeof(from));
+			xpi_log(XPI_LOG_WARN,
+				"rank %d: refused a connection from %s (rank %d, channel %u): %s",
+				ctx->rank, from, peer, (unsigned)ch,
+				slot == NULL ? "not expected" : "that channel is taken");
 			close(fd);
 			continue;
 		}
@@ -235,7 +275,8 @@ static int accept_lower(struct xpi_tcp *t, const uint8_t *key, int64_t deadline)
 		*slot = fd;
 		want--;
 	}
-	return 0;
+	xpi_acceptor_destroy(acc);
+	return rc;
 }
 
 /* True if @ss is this host: loopback, or the address we listen on. There a
@@ -274,7 +315,8 @@ static int setup_conns(struct xpi_tcp *t, struct xpi_boot *boot)
 {
 	xp_context_t *ctx = t->ctx;
 	int64_t deadline = xpi_deadline_in(ctx->cfg.timeout_ms);
-	const uint8_t *key = xpi_boot_key(boot);
+	uint8_t bind[1 + XPI_BOOT_JOB_ID_LEN];
+	struct xpi_auth_args auth = handshake_args(ctx, boot, bind);
 
 	struct sockaddr_storage ss;
 	socklen_t sslen = sizeof(ss);
@@ -316,14 +358,14 @@ static int setup_conns(struct xpi_tcp *t, struct xpi_boot *boot)
 			break;
 		}
 		t->conns[p].zc = want_zc(t, &ps, &ss);
-		rc = connect_peer(t, &ps, pslen, p, CH_CTL, key, deadline, &t->conns[p].fd_ctl);
+		rc = connect_peer(t, &ps, pslen, p, CH_CTL, &auth, deadline, &t->conns[p].fd_ctl);
 		if (rc == 0)
-			rc = connect_peer(t, &ps, pslen, p, CH_BULK, key, deadline,
+			rc = connect_peer(t, &ps, pslen, p, CH_BULK, &auth, deadline,
 					  &t->conns[p].fd_bulk);
 	}
 	free(all);
 	if (rc == 0)
-		rc = accept_lower(t, key, deadline);
+		rc = accept_lower(t, &auth, deadline);
 	/* Every connection is made: later ones could only be strangers. */
 	close(t->listen_fd);
 	t->listen_fd = -1;

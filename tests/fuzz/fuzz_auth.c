@@ -2,7 +2,7 @@
 /*
  * libFuzzer target for the job-key handshake's messages (src/job/auth.c):
  * the input is what a peer sends, a 32-byte hello and then its 32-byte
- * proof (protocol version 2). A hello must either parse (only with the magic and enough bytes)
+ * proof (protocol version 3, bound to the job binding "fuzz"). A hello must either parse (only with the magic and enough bytes)
  * and write back to the same bytes, or be refused; the check against our
  * own hello must accept only a peer of our job size with another valid
  * rank and nonce; and the proof must be accepted exactly when it is the
@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The proof the peer must send, as xpi_auth_handshake computes it. */
 	uint8_t want[XPI_AUTH_PROOF_LEN];
 	xpi_auth_proof(fuzz_key, (int)theirs.rank, (int)mine.rank, (int)mine.size, mine.nonce,
-		       theirs.nonce, want);
+		       theirs.nonce, (struct xpi_auth_bind){ (const uint8_t *)"fuzz", 4 }, want);
 	const uint8_t *proof = data + XPI_AUTH_HELLO_LEN;
 	size_t plen = size - XPI_AUTH_HELLO_LEN;
 	int right = plen == XPI_AUTH_PROOF_LEN && memcmp(proof, want, XPI_AUTH_PROOF_LEN) == 0;
