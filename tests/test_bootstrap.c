@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -859,6 +860,17 @@ static int stranger_main(int idx, void *arg)
 	return 0;
 }
 
+/* Rank 0's log (@log, closed here) says @needle. */
+static void expect_rank0_said(FILE *log, const char *needle)
+{
+	char text[8192];
+	size_t n = (size_t)pread(fileno(log), text, sizeof(text) - 1, 0);
+	text[n < sizeof(text) ? n : 0] = '\0';
+	fprintf(stderr, "   rank 0 said: %s", text);
+	T_CHECK(strstr(text, needle) != NULL);
+	fclose(log);
+}
+
 static void test_wrong_key(void)
 {
 	/* Rank 0 and a stranger claiming rank 1 first; once the stranger has
@@ -876,12 +888,82 @@ static void test_wrong_key(void)
 	expect_exit(p0, 0, "rank 0");
 	expect_exit(p1, 0, "rank 1");
 	expect_exit(p2, 0, "rank 2");
-	char text[8192];
-	size_t n = (size_t)pread(fileno(log), text, sizeof(text) - 1, 0);
-	text[n < sizeof(text) ? n : 0] = '\0';
-	fprintf(stderr, "   rank 0 said: %s", text);
-	T_CHECK(strstr(text, "wrong job key") != NULL);
-	fclose(log);
+	expect_rank0_said(log, "wrong job key");
+}
+
+/* A relay: accepts one connection on @j->lfd and pumps bytes both ways
+ * between it and 127.0.0.1:@j->port until either side closes, as a party
+ * that reaches two jobs could. */
+static int relay_main(int idx, void *arg)
+{
+	struct job *j = arg;
+	(void)idx;
+	int in = accept(j->lfd, NULL, NULL);
+	close(j->lfd);
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				  .sin_port = htons((uint16_t)j->port) };
+	int out = socket(AF_INET, SOCK_STREAM, 0);
+	if (in < 0 || out < 0 || connect(out, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return 1;
+	struct pollfd p[2] = { { .fd = in, .events = POLLIN }, { .fd = out, .events = POLLIN } };
+	char buf[4096];
+	while (poll(p, 2, -1) > 0) {
+		for (int i = 0; i < 2; i++) {
+			if (p[i].revents == 0)
+				continue;
+			ssize_t n = read(p[i].fd, buf, sizeof(buf));
+			if (n <= 0 || write(p[1 - i].fd, buf, (size_t)n) != n)
+				return 0;
+		}
+	}
+	return 0;
+}
+
+/* Rank 1 of another job with the same key and size, whose rendezvous
+ * port (@j->port) leads to the relay. */
+static int other_job_rank1(int idx, void *arg)
+{
+	struct job *j = arg;
+	(void)idx;
+	close(j->lfd);
+	set_job_env(j, 1, j->key);
+	struct xpi_boot *b = NULL;
+	int rc = boot_env(1000, &b);
+	xpi_boot_destroy(b);
+	fprintf(stderr, "   rank 1 of job B, relayed to job A: %d, %s\n", rc, xp_error_detail());
+	T_EQ(rc, -EACCES);
+	expect_detail("another job with the same key");
+	return 0;
+}
+
+static void test_relayed_job(void)
+{
+	/* Job A (ranks 0 and 1) and job B share one key and one size. A
+	 * relay holds B's rendezvous port and passes B's rank 1 through to
+	 * A's rank 0, as a party that reaches both jobs could. A's rank 0
+	 * proves its port, B's rank 1 expects B's: neither accepts the
+	 * other, and A forms with its own rank 1. */
+	struct job a = { .flavor = FL_XP, .n = 2, .key = "shared", .body = exchange_body };
+	struct job b = { .flavor = FL_XP, .n = 2, .key = "shared", .rank0_stderr = -1 };
+	FILE *log = tmpfile();
+	T_CHECK(log != NULL);
+	a.rank0_stderr = fileno(log);
+	a.lfd = mproc_listen_loopback(&a.port);
+	b.lfd = mproc_listen_loopback(&b.port);
+	struct job relay = { .lfd = b.lfd, .port = a.port };
+	pid_t r = spawn(relay_main, 0, &relay);
+	close(b.lfd);
+	b.lfd = -1;
+	pid_t a0 = spawn(rank_main, 0, &a);
+	pid_t b1 = spawn(other_job_rank1, 1, &b);
+	expect_exit(b1, 0, "rank 1 of job B");
+	pid_t a1 = spawn(rank_main, 1, &a);
+	close(a.lfd);
+	expect_exit(a0, 0, "rank 0 of job A");
+	expect_exit(a1, 0, "rank 1 of job A");
+	expect_exit(r, 0, "relay");
+	expect_rank0_said(log, "refused the connection");
 }
 
 static int barrier_body(struct xpi_boot *b, struct job *j)
@@ -1033,6 +1115,7 @@ int main(void)
 	T_RUN(test_job_ompi);
 	T_RUN(test_wrong_key);
 	T_RUN(test_idle_strangers);
+	T_RUN(test_relayed_job);
 	T_RUN(test_rank0_dies);
 	T_RUN(test_rank_dies);
 	T_RUN(test_mismatch);

@@ -9,7 +9,13 @@
  *                 allocation of 1 task: a job of 2, and a warning naming both
  *   slurm         srun's variables only, no XP_ADDR: the rendezvous is
  *                 derived from the step (the job id is chosen so that the
- *                 derived port is free; skipped if none is)
+ *                 derived port is free; skipped if none is). No job key:
+ *                 one warning, from rank 0, naming the address it bound
+ *   key-required  XP_JOB_KEY_REQUIRED=on without a key: every rank's
+ *                 xp_init fails at once with -EACCES naming the setting
+ *   refused       rank 1's settings are refused: it joins with the job's
+ *                 key only to leave, so rank 0 fails at once naming it,
+ *                 and nobody warns about the key
  *   torchrun      torchrun's variables while the test holds MASTER_PORT, as
  *                 the agent's TCPStore does: xport uses MASTER_PORT + 1 and
  *                 never touches the store
@@ -147,9 +153,10 @@ static void read_log(int fd, char *text, size_t n)
 
 /* ---------------------------------------------------------------------- */
 
-static int mpirun_slurm_rank(int rank, void *arg)
+/* What every rank of @j gets: the test's environment, stderr to the log,
+ * rank 0 the listening socket, and XP_ADDR 127.0.0.1:@j->port. */
+static void rank_env(struct job *j, int rank)
 {
-	struct job *j = arg;
 	char addr[64];
 	child_env();
 	dup2(j->log_fd, STDERR_FILENO);
@@ -157,6 +164,14 @@ static int mpirun_slurm_rank(int rank, void *arg)
 		mproc_setenv_int("XP_BOOT_LISTEN_FD", j->lfd);
 	else
 		close(j->lfd);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", j->port);
+	setenv("XP_ADDR", addr, 1);
+}
+
+static int mpirun_slurm_rank(int rank, void *arg)
+{
+	struct job *j = arg;
+	rank_env(j, rank);
 	/* mpirun's, inside an allocation salloc -n 1 made. */
 	mproc_setenv_int("OMPI_COMM_WORLD_RANK", rank);
 	mproc_setenv_int("OMPI_COMM_WORLD_SIZE", j->n);
@@ -165,8 +180,6 @@ static int mpirun_slurm_rank(int rank, void *arg)
 	setenv("SLURM_NTASKS", "1", 1);
 	setenv("SLURM_JOB_ID", "4242", 1);
 	setenv("SLURM_JOB_NODELIST", "localhost", 1);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", j->port);
-	setenv("XP_ADDR", addr, 1);
 	setenv("XP_JOB_KEY", "mpirun-in-slurm", 1);
 	return init_and_ring(rank, j->n);
 }
@@ -217,12 +230,25 @@ static int slurm_rank(int rank, void *arg)
 	setenv("SLURM_JOB_NODELIST", "localhost", 1);
 	setenv("SLURM_NODELIST", "localhost", 1);
 	setenv("SLURMD_NODENAME", "localhost", 1);
+	dup2(j->log_fd, STDERR_FILENO);
 	return init_and_ring(rank, j->n);
+}
+
+/* How many times @needle occurs in @text. */
+static int count_of(const char *text, const char *needle)
+{
+	int n = 0;
+	for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle))
+		n++;
+	return n;
 }
 
 static int test_slurm(void)
 {
-	struct job j = { .n = 4, .rank_main = slurm_rank, .log_fd = -1 };
+	struct job j = { .n = 4, .rank_main = slurm_rank };
+	FILE *log = tmpfile();
+	T_CHECK(log != NULL);
+	j.log_fd = fileno(log);
 	/* A job id (near this pid, so parallel runs differ) whose derived
 	 * port is free; rank 0 binds it on the wildcard address ("localhost"
 	 * is a name). */
@@ -236,12 +262,101 @@ static int test_slurm(void)
 		j.job_id = id;
 		fprintf(stderr, "   SLURM_JOB_ID=%ld SLURM_STEP_ID=%d: port %d\n", id, SLURM_STEP,
 			port);
-		if (run_ranks(&j) == 0)
-			return 0;
-		fprintf(stderr, "   port %d was taken meanwhile: another id\n", port);
+		if (run_ranks(&j) != 0) {
+			fprintf(stderr, "   port %d was taken meanwhile: another id\n", port);
+			T_CHECK(ftruncate(j.log_fd, 0) == 0);
+			continue;
+		}
+		/* srun sets no key: one line says so, from rank 0, naming the
+		 * address it bound ("localhost" is a name: the wildcard). */
+		char text[16384], where[48];
+		read_log(j.log_fd, text, sizeof(text));
+		T_EQ(count_of(text, "XP_JOB_KEY is not set"), 1);
+		T_CONTAINS(text, "rank 0: XP_JOB_KEY is not set");
+		snprintf(where, sizeof(where), "reaches 0.0.0.0:%d can join", port);
+		T_CONTAINS(text, where);
+		fclose(log);
+		return 0;
 	}
 	fprintf(stderr, "   no free port among the derived ones: skipped\n");
 	return T_SKIP;
+}
+
+/* ---------------------------------------------------------------------- */
+
+/* XP_* variables for rank @rank of @j on 127.0.0.1:@j->port, no key. */
+static void xp_env(struct job *j, int rank)
+{
+	rank_env(j, rank);
+	mproc_setenv_int("XP_RANK", rank);
+	mproc_setenv_int("XP_SIZE", j->n);
+}
+
+static int key_required_rank(int rank, void *arg)
+{
+	struct job *j = arg;
+	xp_env(j, rank);
+	setenv("XP_JOB_KEY_REQUIRED", "on", 1);
+	xp_context_t *ctx = NULL;
+	double t0 = t_now_s();
+	T_EQ(xp_init(NULL, &ctx), -EACCES);
+	T_CHECK(t_now_s() - t0 < 5.0); /* at once, not at the 20 s boot timeout */
+	T_CONTAINS(xp_error_detail(), "XP_JOB_KEY_REQUIRED");
+	return 0;
+}
+
+/* Runs a 2-rank job of @rank_main on XP_* variables; what every rank
+ * wrote to stderr goes to @text. */
+static void run_logged(int (*rank_main)(int, void *), char *text, size_t n)
+{
+	struct job j = { .n = 2, .rank_main = rank_main };
+	FILE *log = tmpfile();
+	T_CHECK(log != NULL);
+	j.log_fd = fileno(log);
+	j.lfd = mproc_listen_loopback(&j.port);
+	T_EQ(run_ranks(&j), 0);
+	read_log(j.log_fd, text, n);
+	fclose(log);
+}
+
+static int test_key_required(void)
+{
+	char text[16384];
+	run_logged(key_required_rank, text, sizeof(text));
+	T_EQ(count_of(text, "not protected"), 0); /* an error, not the warning */
+	return 0;
+}
+
+static int refused_rank(int rank, void *arg)
+{
+	struct job j_copy = *(struct job *)arg;
+	xp_env(&j_copy, rank);
+	setenv("XP_JOB_KEY", "refused-settings", 1);
+	if (rank == 1)
+		setenv("XP_TIMEOUT_MS", "soon", 1);
+	xp_context_t *ctx = NULL;
+	double t0 = t_now_s();
+	int rc = xp_init(NULL, &ctx);
+	fprintf(stderr, "   rank %d: %d after %.2f s: %s\n", rank, rc, t_now_s() - t0,
+		xp_error_detail());
+	T_CHECK(t_now_s() - t0 < 5.0); /* rank 0 learns at once that rank 1 left */
+	if (rank == 1) {
+		T_EQ(rc, -EINVAL);
+		T_CONTAINS(xp_error_detail(), "XP_TIMEOUT_MS");
+	} else {
+		T_CHECK(rc < 0);
+		T_CONTAINS(xp_error_detail(), "rank 1");
+	}
+	return 0;
+}
+
+static int test_refused(void)
+{
+	char text[16384];
+	run_logged(refused_rank, text, sizeof(text));
+	T_EQ(count_of(text, "XP_JOB_KEY"), 0);
+	T_EQ(count_of(text, "wrong job key"), 0);
+	return 0;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -454,6 +569,7 @@ int main(int argc, char **argv)
 		{ "mpirun-slurm", test_mpirun_slurm }, { "slurm", test_slurm },
 		{ "torchrun", test_torchrun },         { "uid", test_uid },
 		{ "uid-bad", test_uid_bad },           { "uid-other", test_uid_other },
+		{ "key-required", test_key_required }, { "refused", test_refused },
 	};
 	signal(SIGPIPE, SIG_IGN);
 	for (size_t i = 0; argc == 2 && i < sizeof(sections) / sizeof(sections[0]); i++) {
@@ -462,6 +578,8 @@ int main(int argc, char **argv)
 			return sections[i].fn();
 		}
 	}
-	fprintf(stderr, "usage: %s mpirun-slurm|slurm|torchrun|uid|uid-bad|uid-other\n", argv[0]);
+	fprintf(stderr,
+		"usage: %s mpirun-slurm|slurm|torchrun|uid|uid-bad|uid-other|key-required|refused\n",
+		argv[0]);
 	return 1;
 }

@@ -72,7 +72,9 @@ static void refuse(struct xpi_acceptor *a, int i, int rc, const char *why)
 	if (loud || xpi_debug_on("transport"))
 		xpi_log(loud ? XPI_LOG_WARN : XPI_LOG_DEBUG,
 			"%s: refused the connection from %s: %s%s", a->o.who, h->peer,
-			why != NULL ? why : (rc == -EACCES ? "wrong job key" : errtext(rc)),
+			why != NULL ? why :
+				      (rc == -EACCES ? "wrong job key, or a rank of another job" :
+						       errtext(rc)),
 			a->refused == WARN_REFUSALS ? " (further refusals: XP_DEBUG=transport)" :
 						      "");
 	close(h->fd);
