@@ -24,6 +24,8 @@
  *   uid-bad       damaged ids and bad arguments: -EINVAL naming the problem
  *   uid-other     the maker of the id is rank 1; rank 0, another process,
  *                 binds the id's port itself
+ *   uid-strangers as uid, with 100 idle connections to the id's socket
+ *                 opened before any rank starts: the job forms at once
  *
  * Where rank 0 binds a port itself, a port taken in between makes it exit
  * with EXIT_RETRY and the job runs again on another. Children die with the
@@ -112,6 +114,7 @@ struct job {
 	int (*rank_main)(int rank, void *arg);
 	xp_unique_id_t id;
 	int id_pipe[MAX_RANKS][2];
+	int strangers; /* idle connections rank 0 opens to the id's socket */
 };
 
 /* Runs @j's ranks and returns 0 when all exited 0, EXIT_RETRY when rank 0
@@ -443,18 +446,41 @@ static int init_rank_and_ring(struct job *j, int rank)
 	return ring(ctx, j->n);
 }
 
+/* Opens @n connections to the socket the id names that say nothing (and
+ * are never closed: they die with the process). */
+static void open_idle_to_id(const xp_unique_id_t *id, int n)
+{
+	struct xpi_uid u;
+	const char *why = "";
+	T_EQ(xpi_uid_parse(id->bytes, sizeof(id->bytes), &u, &why), 0);
+	T_EQ(u.family, AF_INET);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(u.port) };
+	memcpy(&a.sin_addr, u.addr, 4);
+	for (int i = 0; i < n; i++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		T_CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	}
+}
+
 static int uid_rank(int rank, void *arg)
 {
 	struct job *j = arg;
 	child_env();
 	if (rank == 0) {
 		T_OK(xp_get_unique_id(&j->id));
+		open_idle_to_id(&j->id, j->strangers);
 		for (int r = 1; r < j->n; r++)
 			send_id(j, r);
 	} else {
 		recv_id(j, rank);
 	}
-	return init_rank_and_ring(j, rank);
+	double t0 = t_now_s();
+	int rc = init_rank_and_ring(j, rank);
+	/* Idle strangers hold nothing up: handshakes run at once, and each
+	 * stranger's own deadline is 3 s. */
+	if (j->strangers > 0)
+		T_CHECK(t_now_s() - t0 < 2.5);
+	return rc;
 }
 
 static void open_pipes(struct job *j)
@@ -466,6 +492,14 @@ static void open_pipes(struct job *j)
 static int test_uid(void)
 {
 	struct job j = { .n = 3, .rank_main = uid_rank, .log_fd = -1 };
+	open_pipes(&j);
+	T_EQ(run_ranks(&j), 0);
+	return 0;
+}
+
+static int test_uid_strangers(void)
+{
+	struct job j = { .n = 3, .rank_main = uid_rank, .log_fd = -1, .strangers = 100 };
 	open_pipes(&j);
 	T_EQ(run_ranks(&j), 0);
 	return 0;
@@ -566,10 +600,15 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(void);
 	} sections[] = {
-		{ "mpirun-slurm", test_mpirun_slurm }, { "slurm", test_slurm },
-		{ "torchrun", test_torchrun },         { "uid", test_uid },
-		{ "uid-bad", test_uid_bad },           { "uid-other", test_uid_other },
-		{ "key-required", test_key_required }, { "refused", test_refused },
+		{ "mpirun-slurm", test_mpirun_slurm },
+		{ "slurm", test_slurm },
+		{ "torchrun", test_torchrun },
+		{ "uid", test_uid },
+		{ "uid-bad", test_uid_bad },
+		{ "uid-other", test_uid_other },
+		{ "key-required", test_key_required },
+		{ "refused", test_refused },
+		{ "uid-strangers", test_uid_strangers },
 	};
 	signal(SIGPIPE, SIG_IGN);
 	for (size_t i = 0; argc == 2 && i < sizeof(sections) / sizeof(sections[0]); i++) {
@@ -579,7 +618,7 @@ int main(int argc, char **argv)
 		}
 	}
 	fprintf(stderr,
-		"usage: %s mpirun-slurm|slurm|torchrun|uid|uid-bad|uid-other|key-required|refused\n",
+		"usage: %s mpirun-slurm|slurm|torchrun|uid|uid-bad|uid-other|key-required|refused|uid-strangers\n",
 		argv[0]);
 	return 1;
 }
