@@ -167,17 +167,33 @@ static void keep(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
 		t->backlog[t->nbacklog++] = *wc;
 }
 
-/*
- * Posts a compare-and-swap of the word at @raddr (@rkey) on @qp and waits
- * for its answer, keeping other completions for progress. Returns 0 with
- * the value found in *@found, or a negative code: the QP failed (-EIO) or
- * no answer within XPI_RDMA_CLAIM_NS (-ETIMEDOUT).
- */
-static int atomic_cas(struct xpi_rdma_tl *t, struct ibv_qp *qp, enum rdma_wr kind, uint64_t raddr,
-		      uint32_t rkey, uint64_t compare, uint64_t swap, uint64_t *found)
+/* A free result slot, or -1 if every one waits for a late completion. */
+static int atomic_slot(struct xpi_rdma_tl *t)
 {
-	uint64_t id = rdma_wr_id(kind, ++t->seq);
-	struct ibv_sge sge = { (uintptr_t)t->result, 8, t->result_mr->lkey };
+	for (int i = 0; i < (int)XPI_RDMA_ATOMIC_SLOTS; i++)
+		if (!t->atomics[i].busy)
+			return i;
+	return -1;
+}
+
+/*
+ * Posts a compare-and-swap of the word at @raddr (@rkey) on @qp, @what
+ * saying what it is for, and waits for its answer, keeping other
+ * completions for progress. Returns 0 with the value found in *@found, or
+ * a negative code: the QP failed (-EIO) or no answer within @wait_ns
+ * (-ETIMEDOUT; the slot stays taken, and progress handles the late
+ * completion: late_atomic). The swap is @what->expect's state changed to
+ * @swap.
+ */
+static int atomic_cas(struct xpi_rdma_tl *t, struct ibv_qp *qp, const struct rdma_atomic *what,
+		      uint64_t raddr, uint32_t rkey, uint64_t swap, int64_t wait_ns,
+		      uint64_t *found)
+{
+	int slot = atomic_slot(t);
+	if (slot < 0)
+		return -ETIMEDOUT; /* XPI_RDMA_ATOMIC_SLOTS earlier ones never answered */
+	uint64_t id = rdma_wr_id((enum rdma_wr)what->kind, ++t->seq << 8 | (uint64_t)slot);
+	struct ibv_sge sge = { (uintptr_t)&t->result[slot], 8, t->result_mr->lkey };
 	struct ibv_send_wr wr = { .wr_id = id,
 				  .sg_list = &sge,
 				  .num_sge = 1,
@@ -186,32 +202,79 @@ static int atomic_cas(struct xpi_rdma_tl *t, struct ibv_qp *qp, enum rdma_wr kin
 			   *bad;
 	wr.wr.atomic.remote_addr = raddr;
 	wr.wr.atomic.rkey = rkey;
-	wr.wr.atomic.compare_add = compare;
+	wr.wr.atomic.compare_add = what->expect;
 	wr.wr.atomic.swap = swap;
 	int rc = ibv_post_send(qp, &wr, &bad);
 	if (rc != 0)
 		return xpi_rdma_fail_pos(rc, "posting a compare-and-swap", "ibv_post_send",
 					 t->dev.name, NULL);
-	int64_t end = xpi_now_ns() + XPI_RDMA_CLAIM_NS;
+	struct rdma_atomic *a = &t->atomics[slot];
+	*a = *what;
+	a->busy = true;
+	int64_t end = xpi_now_ns() + wait_ns;
 	for (;;) {
+		/* The deadline first: a wait of 0 gives up without looking
+		 * (the tests' stand-in for an answer slower than the wait). */
+		if (xpi_now_ns() >= end) {
+			a->abandoned = true;
+			return -ETIMEDOUT;
+		}
 		/* One at a time: every completion taken but ours is kept. */
 		struct ibv_wc wc;
 		int n = ibv_poll_cq(t->cq, 1, &wc);
-		if (n < 0)
+		if (n < 0) {
+			a->abandoned = true; /* the device's; its flush frees the slot */
 			return -EIO;
+		}
 		if (n == 1 && wc.wr_id != id) {
 			keep(t, &wc);
 			continue;
 		}
 		if (n == 1) {
+			a->busy = false;
 			if (wc.status != IBV_WC_SUCCESS)
 				return -EIO;
-			*found = __atomic_load_n(t->result, __ATOMIC_ACQUIRE);
+			*found = __atomic_load_n(&t->result[slot], __ATOMIC_ACQUIRE);
 			return 0;
 		}
-		if (xpi_now_ns() > end)
-			return -ETIMEDOUT;
 	}
+}
+
+/* The completion of a compare-and-swap whose wait gave up (slot @slot):
+ * if it won after all, undo what its waiter could not. */
+static void late_atomic(struct xpi_rdma_tl *t, uint32_t slot, const struct ibv_wc *wc)
+{
+	if (slot >= XPI_RDMA_ATOMIC_SLOTS || !t->atomics[slot].busy)
+		return;
+	struct rdma_atomic a = t->atomics[slot];
+	t->atomics[slot] = (struct rdma_atomic){ 0 };
+	bool won = wc->status == IBV_WC_SUCCESS &&
+		   __atomic_load_n(&t->result[slot], __ATOMIC_ACQUIRE) == a.expect;
+	if (!won || !a.abandoned)
+		return; /* it lost, or its QP failed: the peer's failure handles the rest */
+	if (a.kind == RDMA_WR_CLAIM) {
+		/* The sender's word says CLAIMED and its send waits for a FIN
+		 * that the receive, failed already, will not send: a failing
+		 * one completes the send with an error and frees the word. */
+		t->st_late_claims++;
+		struct rdma_peer *p = &t->peers[a.peer];
+		if (p->up && !p->dead)
+			rdma_send_fin(t, a.peer, a.idx, true);
+		return;
+	}
+	/* A withdrawal that won late: the word is FREE, no FIN will come. */
+	struct rdma_offer *o = &t->offers[a.idx];
+	if (o->sreq == NULL || o->sreq != a.sreq || word_of(o->gen, RDMA_W_PENDING) != a.expect)
+		return; /* already ended with its peer */
+	t->st_late_withdrawals++;
+	xp_request_t *s = o->sreq;
+	xpi_request_set_detail(s,
+			       "rank %d: xp_send to rank %d tag 0x%llx on communicator %u: "
+			       "withdrawn (its withdrawal was answered late)",
+			       t->ctx->rank, o->peer, (unsigned long long)s->tag, s->comm);
+	xpi_request_complete(s, -ECANCELED);
+	release_word(t, a.idx);
+	xpi_request_put(s);
 }
 
 /*
@@ -227,8 +290,14 @@ static int rdma_send_cancel(void *tlp, xp_request_t *sreq)
 		return -EBUSY;
 	struct rdma_offer *o = &t->offers[idx];
 	uint64_t pending = word_of(o->gen, RDMA_W_PENDING), found = 0;
-	int rc = atomic_cas(t, t->self_qp, RDMA_WR_WITHDRAW, (uint64_t)(uintptr_t)&t->words[idx],
-			    t->words_mr->rkey, pending, word_of(o->gen, RDMA_W_FREE), &found);
+	struct rdma_atomic what = { .kind = RDMA_WR_WITHDRAW,
+				    .peer = o->peer,
+				    .idx = idx,
+				    .expect = pending,
+				    .sreq = sreq };
+	int rc = atomic_cas(t, t->self_qp, &what, (uint64_t)(uintptr_t)&t->words[idx],
+			    t->words_mr->rkey, word_of(o->gen, RDMA_W_FREE), XPI_RDMA_CLAIM_NS,
+			    &found);
 	if (rc < 0 || found != pending)
 		return -EBUSY; /* claimed (its FIN completes it), or we cannot tell */
 	release_word(t, idx);
@@ -260,8 +329,11 @@ static int rdma_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap
 
 	/* The claim decides the race with a withdrawal, now. */
 	uint64_t pending = word_of(gen, RDMA_W_PENDING), found = 0;
-	int rc = atomic_cas(t, p->qp, RDMA_WR_CLAIM, p->words_addr + 8ull * idx, p->words_rkey,
-			    pending, word_of(gen, RDMA_W_CLAIMED), &found);
+	struct rdma_atomic what = {
+		.kind = RDMA_WR_CLAIM, .peer = src, .idx = idx, .expect = pending
+	};
+	int rc = atomic_cas(t, p->qp, &what, p->words_addr + 8ull * idx, p->words_rkey,
+			    word_of(gen, RDMA_W_CLAIMED), t->claim_ns, &found);
 	if (rc < 0) {
 		xpi_request_set_detail(rreq,
 				       "rank %d: xp_recv from rank %d tag 0x%llx: claiming its "
@@ -410,6 +482,7 @@ static void handle(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
 		read_done(t, low, wc->status);
 		return;
 	default: /* a claim or withdrawal whose wait gave up */
+		late_atomic(t, (uint32_t)(low & 0xff), wc);
 		return;
 	}
 }
@@ -541,6 +614,11 @@ void rdma_qp_destroy(struct xpi_rdma_tl *t, int peer)
 #endif
 		ibv_destroy_qp(t->peers[peer].qp);
 	t->peers[peer].qp = NULL;
+	/* Claims on it given up on will never complete now. */
+	for (uint32_t i = 0; i < XPI_RDMA_ATOMIC_SLOTS; i++)
+		if (t->atomics[i].busy && t->atomics[i].kind == RDMA_WR_CLAIM &&
+		    t->atomics[i].peer == peer)
+			t->atomics[i] = (struct rdma_atomic){ 0 };
 }
 
 static void rdma_destroy(void *tlp)

@@ -167,14 +167,16 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 	if (t->backlog == NULL)
 		return -ENOMEM;
 	t->words = aligned_alloc(4096, XPI_RDMA_NWORDS * sizeof(uint64_t));
-	t->result = aligned_alloc(64, 64);
+	t->result = aligned_alloc(64, XPI_RDMA_ATOMIC_SLOTS * sizeof(uint64_t));
 	if (t->words == NULL || t->result == NULL)
 		return -ENOMEM;
 	memset(t->words, 0, XPI_RDMA_NWORDS * sizeof(uint64_t));
 	t->words_mr = ibv_reg_mr(t->dev.pd, t->words, XPI_RDMA_NWORDS * sizeof(uint64_t),
 				 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC |
 					 IBV_ACCESS_REMOTE_READ);
-	t->result_mr = ibv_reg_mr(t->dev.pd, t->result, 64, IBV_ACCESS_LOCAL_WRITE);
+	t->result_mr = ibv_reg_mr(t->dev.pd, t->result, XPI_RDMA_ATOMIC_SLOTS * sizeof(uint64_t),
+				  IBV_ACCESS_LOCAL_WRITE);
+	t->claim_ns = XPI_RDMA_CLAIM_NS;
 	if (t->words_mr == NULL || t->result_mr == NULL)
 		return xpi_rdma_fail_errno("registering the state words", "ibv_reg_mr", t->dev.name,
 					   NULL);

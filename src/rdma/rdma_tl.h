@@ -54,6 +54,17 @@
  * because the engine must know at the moment a receive matches whether its
  * message still exists (transport.h); completions that arrive meanwhile
  * are kept and handled by the next progress.
+ *
+ * A claim the receiver stopped waiting for is still on the wire: the QP
+ * retries it (up to about 2 s more under the IBA retry rules) and it may
+ * yet succeed. So every compare-and-swap has a result slot of its own, kept
+ * until its completion arrives, and a claim given up on stays recorded in
+ * its slot: if its late completion says it won (the word was PENDING), the
+ * receiver sends the sender a failing FIN, so the send completes with an
+ * error and releases its word, registration and request instead of waiting
+ * for ever. A withdrawal given up on that wins late completes its send
+ * with -ECANCELED the same way. A late answer can never land in another
+ * claim's slot.
  */
 #ifndef XPI_RDMA_TL_H
 #define XPI_RDMA_TL_H
@@ -90,7 +101,7 @@ enum { RDMA_W_FREE = 0, RDMA_W_PENDING = 1, RDMA_W_CLAIMED = 2 };
  * one claim waited for, and the small sends (FINs among them) the ring
  * above bounds; a shallower queue would fail a receive when a window of
  * more rendezvous messages than it holds matched at once. */
-#define XPI_RDMA_SQ_DEPTH (XPI_RDMA_NWORDS + XPI_RDMA_TX_RING + 8u)
+#define XPI_RDMA_SQ_DEPTH (XPI_RDMA_NWORDS + XPI_RDMA_TX_RING + XPI_RDMA_ATOMIC_SLOTS + 8u)
 /* Taken SRQ entries go back this many at a time, or when progress finds
  * nothing to do: the SRQ is this much deeper than the windows need. */
 #define XPI_RDMA_REPOST_BATCH 16u
@@ -104,8 +115,12 @@ enum { RDMA_W_FREE = 0, RDMA_W_PENDING = 1, RDMA_W_CLAIMED = 2 };
 /* Payloads up to this go to the engine copied (inline), the SRQ entry
  * straight back to the queue: a tiny message should not hold 16 KiB. */
 #define XPI_RDMA_RX_COPY_MAX 256u
-/* How long rndv_fetch waits for its claim's answer. */
+/* How long rndv_fetch waits for its claim's answer (the default of
+ * struct xpi_rdma_tl's claim_ns). */
 #define XPI_RDMA_CLAIM_NS (2000 * 1000000LL)
+/* Compare-and-swaps that may be outstanding at once: the one waited for
+ * and those given up on whose completion has not come yet. */
+#define XPI_RDMA_ATOMIC_SLOTS 64u
 /* Descriptor bytes: addr 8, rkey 4, index 4, generation 4. */
 #define XPI_RDMA_DESC_LEN 20u
 
@@ -122,6 +137,17 @@ static inline uint64_t rdma_wr_id(enum rdma_wr kind, uint64_t low)
 {
 	return (uint64_t)kind << 56 | (low & ((1ull << 56) - 1));
 }
+
+/* A compare-and-swap whose result slot is taken. */
+struct rdma_atomic {
+	bool busy;          /* posted; its completion has not come */
+	bool abandoned;     /* its wait gave up: the completion is handled by progress */
+	uint8_t kind;       /* enum rdma_wr: RDMA_WR_CLAIM or RDMA_WR_WITHDRAW */
+	int peer;           /* a claim: whose word */
+	uint32_t idx;       /* the word's index */
+	uint64_t expect;    /* the value that means it won */
+	xp_request_t *sreq; /* a withdrawal: its send */
+};
 
 struct rdma_peer {
 	struct ibv_qp *qp;
@@ -208,13 +234,16 @@ struct xpi_rdma_tl {
 	bool owed_any; /* a peer may be owed a report of its window */
 
 	/* This rank's state words, and where claims and withdrawals put the
-	 * value they found (one 8-byte slot, as they are waited for one at
-	 * a time). */
+	 * value they found: a slot each (XPI_RDMA_ATOMIC_SLOTS), held until
+	 * the completion comes, also after its wait gave up. */
 	uint64_t *words;
 	struct ibv_mr *words_mr;
 	uint64_t *result;
 	struct ibv_mr *result_mr;
-	uint64_t seq; /* of the claim or withdrawal waited for */
+	struct rdma_atomic atomics[XPI_RDMA_ATOMIC_SLOTS];
+	uint64_t seq;     /* of the claim or withdrawal waited for */
+	int64_t claim_ns; /* how long a claim is waited for (XPI_RDMA_CLAIM_NS) */
+	uint64_t st_late_claims, st_late_withdrawals; /* won after they were given up */
 
 	struct rdma_offer offers[XPI_RDMA_NWORDS];
 	uint32_t gens[XPI_RDMA_NWORDS];

@@ -29,6 +29,18 @@
  *                           each side's view agrees with the other's
  *   test_rdma_bulk dead_sender  rank 0 exits while rank 1 reads its 64 MiB
  *                           payload: the receive fails naming rank 0
+ *   test_rdma_bulk late_claim  rank 1 gives up on its claims without
+ *                           waiting (its claim wait set to 0: it does not
+ *                           poll), so their real answers, from the device,
+ *                           come after it stopped waiting, as from a
+ *                           sender slow to answer (soft-RoCE otherwise
+ *                           answers within the post): every receive either gets its
+ *                           1 MiB intact or fails with -ETIMEDOUT, and its
+ *                           send then fails (the claim won late: a failing
+ *                           FIN) instead of waiting for ever; the two sides
+ *                           agree each round, rank 0 gets every state word
+ *                           back, and later transfers (each claim in its
+ *                           own result slot) arrive intact
  *   test_rdma_bulk rcache   the registration cache, with its bound at 8 MiB:
  *                           transfers from and into a 96 MiB registration
  *                           (pinned in 2 MiB chunks) hit, miss and evict as
@@ -359,6 +371,70 @@ static int race_body(xp_context_t *ctx)
 	return 0;
 }
 
+#define LATE_N 20
+#define LATE_LEN (1u << 20)
+
+static struct xpi_rdma_tl *rdma_of(xp_context_t *ctx, int peer)
+{
+	return (struct xpi_rdma_tl *)ctx->tls[ctx->peers[peer].tl_bulk].tl;
+}
+
+static int late_claim_body(xp_context_t *ctx)
+{
+	xp_comm_t *w = xp_comm_world(ctx);
+	int me = xp_rank(ctx);
+	expect_rdma_bulk(ctx, 1 - me);
+	struct xpi_rdma_tl *t = rdma_of(ctx, 1 - me);
+	uint8_t *buf = malloc(LATE_LEN);
+	T_CHECK(buf != NULL);
+	int late = 0;
+	for (int i = 0; i < LATE_N + 5; i++) {
+		uint64_t tag = (uint64_t)i;
+		uint32_t seed = (uint32_t)(100 + i);
+		bool give_up = i < LATE_N; /* then 5 rounds as usual */
+		char outcome;
+		if (me == 1) {
+			t->claim_ns = give_up ? 0 : XPI_RDMA_CLAIM_NS;
+			int rc = xp_recv(w, buf, LATE_LEN, 0, tag, XP_TAG_EXACT, NULL);
+			if (rc == 0)
+				T_OK(check(buf, LATE_LEN, seed));
+			else if (rc != -ETIMEDOUT || !give_up)
+				T_FAIL("round %d: the receive ended %d (%s)", i, rc,
+				       xp_error_detail());
+			T_OK(xp_recv(w, &outcome, 1, 0, 1000 + tag, XP_TAG_EXACT, NULL));
+			if ((rc == 0) != (outcome == 'C'))
+				T_FAIL("round %d: the receive ended %d, the send %s", i, rc,
+				       outcome == 'C' ? "completed" : "failed");
+			late += rc != 0;
+			continue;
+		}
+		fill(buf, LATE_LEN, seed);
+		xp_request_t *r;
+		T_OK(xp_isend(w, buf, LATE_LEN, 1, tag, &r));
+		/* Bounded: a send whose claim won after the receiver gave up
+		 * used to wait here for ever (for its deadline). */
+		int rc = xp_wait(&r, 20000, NULL);
+		if (rc != 0 && (rc != -EIO || !give_up))
+			T_FAIL("round %d: the send ended %d (%s)", i, rc, xp_error_detail());
+		outcome = rc == 0 ? 'C' : 'F';
+		T_OK(xp_send(w, &outcome, 1, 1, 1000 + tag));
+		late += rc != 0;
+	}
+	T_OK(xp_oob_barrier(ctx));
+	fprintf(stderr,
+		"   rank %d: %d of %d claims answered after the receiver gave up (%llu seen "
+		"late here)\n",
+		me, late, LATE_N, (unsigned long long)t->st_late_claims);
+	if (me == 1 && (late == 0 || t->st_late_claims != (uint64_t)late))
+		T_FAIL("rank 1: %d receives gave up, %llu late claims undone", late,
+		       (unsigned long long)t->st_late_claims);
+	if (me == 0 && t->nfree != XPI_RDMA_NWORDS)
+		T_FAIL("rank 0: %u of %u state words free after every send ended", t->nfree,
+		       XPI_RDMA_NWORDS);
+	free(buf);
+	return 0;
+}
+
 static int dead_sender_body(xp_context_t *ctx)
 {
 	int me = xp_rank(ctx);
@@ -438,14 +514,15 @@ int main(int argc, char **argv)
 			failed += mproc_run(2, negotiate_rank, NULL, 120, negotiate_env, NULL) != 0;
 		return failed == 0 ? 0 : 1;
 	}
-	static const char *const modes[] = { "sizes", "dead",   "fallback",
-					     "race",  "rcache", "dead_sender" };
+	static const char *const modes[] = { "sizes",  "dead",        "fallback",  "race",
+					     "rcache", "dead_sender", "late_claim" };
 	int mode = -1;
 	for (int i = 0; argc == 2 && i < (int)(sizeof(modes) / sizeof(modes[0])); i++)
 		if (strcmp(argv[1], modes[i]) == 0)
 			mode = i;
 	if (mode < 0) {
-		fprintf(stderr, "usage: %s sizes|dead|fallback|race|rcache|dead_sender|negotiate\n",
+		fprintf(stderr,
+			"usage: %s sizes|dead|fallback|race|rcache|dead_sender|late_claim|negotiate\n",
 			argv[0]);
 		return 2;
 	}
@@ -461,6 +538,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "race") == 0)
 		return tl_job_run("tcp,rdma", 2, race_body, 300);
+	if (strcmp(argv[1], "late_claim") == 0)
+		return tl_job_run("tcp,rdma", 2, late_claim_body, 200);
 	if (strcmp(argv[1], "dead_sender") == 0)
 		return tl_job_run("tcp,rdma", 2, dead_sender_body, 120);
 	if (strcmp(argv[1], "fallback") == 0) {
