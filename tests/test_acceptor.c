@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +141,11 @@ static void test_strangers(void)
 		T_OK(xpi_acceptor_next(a, xpi_deadline_in(10000), &fd, &peer, &ch));
 		T_CHECK(peer >= 0 && peer < 3);
 		T_EQ(ch, (uint8_t)(peer % 2));
+		/* Small control messages answered at once: no Nagle (without
+		 * it every bootstrap operation waited for a delayed ACK). */
+		int nodelay = 0;
+		socklen_t len = sizeof(nodelay);
+		T_CHECK(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, &len) == 0 && nodelay);
 		seen[peer]++;
 		close(fd);
 	}

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Concurrent authenticated accepting; see acceptor.h. */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +98,10 @@ static int accept_burst(struct xpi_acceptor *a)
 				break;
 			return -errno;
 		}
+		/* Control messages are small and answered at once (as
+		 * xpi_sock_accept does): Nagle would hold each for a round trip. */
+		int one = 1;
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		if (a->n == a->o.max_pending)
 			refuse(a, 0, -EBUSY,
 			       "too many connections still authenticating; "
