@@ -689,8 +689,26 @@ typedef enum xp_dtype {
 /**
  * Reduction operators. XP_AVG (allreduce and reduce_scatter only) is the
  * sum divided by the number of ranks (integers: truncated toward zero).
- * float16 and bfloat16 are reduced in float32 and rounded once, to
- * nearest even, at the end. Integer sums and products wrap.
+ * Integer sums and products wrap.
+ *
+ * float16 and bfloat16 are reduced in float64 (partial results travel
+ * between ranks as float64: four times the bytes of the 16-bit vector)
+ * and rounded to the 16-bit type once, to nearest even, at the end. What
+ * that gives, over p ranks:
+ *  - XP_MIN, XP_MAX: exact.
+ *  - float16 XP_SUM: the exact sum rounded once, for p up to 8192 (every
+ *    such sum is exact in float64). XP_AVG: that sum divided in float64,
+ *    still the exact average rounded once for p up to 4096.
+ *  - float16 XP_PROD: the exact product rounded once for p up to 4; beyond,
+ *    each float64 product is rounded too (relative error 2^-53 a step).
+ *  - bfloat16 XP_SUM: the exact sum rounded once when the binary exponents
+ *    of the nonzero inputs (floor(log2 |x|), -126 for subnormals) lie
+ *    within 45 - ceil(log2 p) of each other (37 at 256 ranks); otherwise
+ *    each float64 partial sum is rounded (at most 2^-53 of its magnitude),
+ *    which can move the result by a unit in the last place near a halfway
+ *    point, or more after cancellation (2^100 + 1 - 2^100 may give 0).
+ *    XP_AVG divides that sum once more in float64; XP_PROD is as float16's
+ *    for p up to 6, rounded in float64 beyond.
  */
 typedef enum xp_op { XP_SUM = 0, XP_PROD, XP_MIN, XP_MAX, XP_AVG, XP_OP_COUNT } xp_op_t;
 
