@@ -356,6 +356,8 @@ int xp_init_rank(const xp_config_t *cfg, int rank, int size, const xp_unique_id_
  * timeout (XP_BOOT_TIMEOUT_MS) if some rank never comes, after which it
  * warns and destroys the context anyway. A job of one rank returns at
  * once. Ignores NULL and contexts owned by a local job (destroy the job).
+ * Every rank of a job must call it before its process ends: until then,
+ * messages whose sends completed may still be queued in it (xp_isend).
  */
 void xp_finalize(xp_context_t *ctx);
 
@@ -387,6 +389,14 @@ int xp_progress(xp_context_t *ctx);
  * Starts sending @len bytes at @buf to rank @dest of @comm with @tag.
  * Messages from one rank to another on one communicator that could match the
  * same receive are matched in the order they were sent.
+ *
+ * A send completes (its request completes, or xp_send returns 0) once @buf
+ * may be reused, not once the message has arrived or left the process: a
+ * short message is copied into a queue of this rank, which drains while
+ * the rank makes progress (any call that waits, xp_progress) and before
+ * xp_finalize returns. A process that ends without xp_finalize may lose
+ * messages whose sends completed, as in MPI; xprun reports a rank that
+ * called xp_init and exited without xp_finalize as failed.
  * Returns 0 and a request, -EINVAL (bad rank, NULL buffer with len > 0,
  * @len > XP_MSG_MAX; xp_error_detail() says which), -ENOMEM.
  */

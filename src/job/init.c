@@ -15,6 +15,7 @@
 #include "../inproc/job.h"
 #include "backend.h"
 #include "bootstrap.h"
+#include "launcher.h"
 #include "sock.h"
 #include "../select/card.h"
 #include "../select/select.h"
@@ -480,6 +481,8 @@ static int init_with(const xp_config_t *cfg, struct xpi_boot_opts *o, const char
 		rc = init_singleton(&icfg, ctx);
 	else if (rc == 0)
 		rc = init_networked(&icfg, boot, ctx);
+	if (rc == 0)
+		xpi_xprun_note('I');
 	return xpi_detail_ensure(rc, call);
 }
 
@@ -508,6 +511,7 @@ XPI_EXPORT void xp_finalize(xp_context_t *ctx)
 		return;
 	if (ctx->boot == NULL) {
 		xp_local_job_destroy(ctx->local_job);
+		xpi_xprun_note('F');
 		return;
 	}
 	/* Everyone stops sending before anyone closes: a rank that finalizes
@@ -520,4 +524,5 @@ XPI_EXPORT void xp_finalize(xp_context_t *ctx)
 		xpi_log(XPI_LOG_WARN, "rank %d: xp_finalize: not every rank reached it: %s",
 			ctx->rank, xp_strerror(rc));
 	destroy_networked(ctx);
+	xpi_xprun_note('F');
 }
