@@ -716,18 +716,8 @@ static int rank_body(xp_context_t *ctx, void *arg)
 int main(int argc, char **argv)
 {
 	if (getenv("XP_RANK") != NULL) {
-		/* COLL_TEST_HOSTS=h: the ranks say they are on h hosts (blocks
-		 * of consecutive ranks), so transports mix (shared memory
-		 * within a "host", TCP across) and allreduce may go
-		 * hierarchical. */
-		const char *hosts = getenv("COLL_TEST_HOSTS");
-		int h = hosts != NULL ? atoi(hosts) : 0;
+		int h = t_hosts_from_env();
 		int size = atoi(getenv("XP_SIZE")), rank = atoi(getenv("XP_RANK"));
-		if (h > 0) {
-			char name[32];
-			snprintf(name, sizeof(name), "test-host-%d", rank / ((size + h - 1) / h));
-			setenv("XP_HOST_ID", name, 1);
-		}
 		xp_context_t *ctx;
 		T_OK(xp_init(NULL, &ctx));
 		const char *algo = "";

@@ -65,6 +65,25 @@ static inline xp_context_t *t_start_rank(int rank)
 	return ctx;
 }
 
+/*
+ * COLL_TEST_HOSTS=h, for a rank a launcher started: the ranks say they are
+ * on h hosts (blocks of consecutive ranks, through XP_HOST_ID), so
+ * transports mix (shared memory within a "host", TCP across) and allreduce
+ * may go hierarchical. Returns h (0: unset).
+ */
+static inline int t_hosts_from_env(void)
+{
+	const char *hosts = getenv("COLL_TEST_HOSTS");
+	int h = hosts != NULL ? atoi(hosts) : 0;
+	int size = atoi(getenv("XP_SIZE")), rank = atoi(getenv("XP_RANK"));
+	if (h > 0) {
+		char name[32];
+		snprintf(name, sizeof(name), "test-host-%d", rank / ((size + h - 1) / h));
+		setenv("XP_HOST_ID", name, 1);
+	}
+	return h;
+}
+
 #define T_RUN(fn)                                                                                  \
 	do {                                                                                       \
 		fprintf(stderr, "-- %s\n", #fn);                                                   \

@@ -12,6 +12,11 @@
  *   --exit R:C     rank R exits with status C
  *   --kill R:S     rank R raises signal S
  *   --hang         every rank not told otherwise waits until killed
+ *   --unfinalized N  forms a job with xp_init; rank 0 sends N messages of
+ *                  64 bytes to rank 1 with xp_send and returns from main
+ *                  without xp_finalize; rank 1 receives them, printing "got
+ *                  K" for each, and finalizes (issue 24, 4.4)
+ *   --finalized    xp_init, then xp_finalize, and "finalized R"
  *
  * Every rank first prints "ready R pid P". An alarm ends it after 60 s
  * whatever happens, so a broken xprun cannot leave it behind.
@@ -23,6 +28,7 @@
 #include <unistd.h>
 
 #include "job/bootstrap.h"
+#include "xport/xport.h"
 
 static int env_int(const char *name)
 {
@@ -61,6 +67,34 @@ static int boot(int rank)
 		return 1;
 	}
 	printf("boot ok %d\n", rank);
+	return 0;
+}
+
+/* --unfinalized @n (@n >= 0) or, with @n < 0, --finalized. */
+static int with_context(int n)
+{
+	xp_context_t *ctx;
+	if (xp_init(NULL, &ctx) < 0) {
+		fprintf(stderr, "xp_init: %s\n", xp_error_detail());
+		return 1;
+	}
+	xp_comm_t *world = xp_comm_world(ctx);
+	char msg[64] = { 0 };
+	int me = xp_rank(ctx);
+	for (int k = 0; k < n && me <= 1; k++) {
+		int rc = me == 0 ? xp_send(world, msg, sizeof(msg), 1, (uint64_t)k) :
+				   xp_recv(world, msg, sizeof(msg), 0, (uint64_t)k, ~0ull, NULL);
+		if (rc < 0) {
+			fprintf(stderr, "rank %d: message %d: %s\n", me, k, xp_error_detail());
+			return 1;
+		}
+		if (me == 1)
+			printf("got %d\n", k);
+	}
+	if (n >= 0 && me == 0)
+		return 0; /* the sends completed; no xp_finalize */
+	xp_finalize(ctx);
+	printf("finalized %d\n", me);
 	return 0;
 }
 
@@ -119,6 +153,10 @@ int main(int argc, char **argv)
 			for_me(argv[++i], rank, &sig);
 		} else if (strcmp(argv[i], "--hang") == 0) {
 			hang = 1;
+		} else if (strcmp(argv[i], "--unfinalized") == 0 && i + 1 < argc) {
+			return with_context(atoi(argv[++i]));
+		} else if (strcmp(argv[i], "--finalized") == 0) {
+			return with_context(-1);
 		} else {
 			fprintf(stderr, "xprun_child: unknown argument %s\n", argv[i]);
 			return 2;

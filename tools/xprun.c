@@ -15,8 +15,8 @@
  * also gets XPRUN_STDOUT_TTY and XPRUN_STDERR_TTY ("1" when xprun's own
  * stdout or stderr is a terminal, else "0": the rank's are pipes either
  * way, so a program that shows progress only on a terminal can ask these
- * instead) and XPRUN_COMMAND (xprun's command line, shell-quoted, for
- * programs that record how they were run).
+ * instead), XPRUN_COMMAND (xprun's command line, shell-quoted, for
+ * programs that record how they were run) and XPRUN_STATUS_FD (below).
  *
  * Output: every line a rank writes to stdout or stderr comes out on xprun's
  * stdout or stderr, as it arrives and in one write, so lines of different
@@ -53,10 +53,18 @@
  * PR_SET_PDEATHSIG(SIGKILL): if xprun itself is killed (kill -9), the ranks
  * die with it (their own children do not, unless they arranged the same).
  *
+ * A rank that called xp_init and exits without xp_finalize has failed too,
+ * whatever its status ("xprun: rank 0 exited without calling xp_finalize",
+ * as Open MPI's mpirun says it): sends it completed may not have left it
+ * (xport.h, xp_send), and its peers fail after it. The library tells xprun
+ * of each call through XPRUN_STATUS_FD (src/job/xprun_note.c); a program
+ * that never calls xp_init is not asked to finalize.
+ *
  * Exit status: 0 when every rank exited 0. Otherwise that of the first rank
- * to fail: its exit status, or 128 + N if signal N killed it. 128 + N when
- * xprun was stopped by signal N before any rank failed (130 for Ctrl-C).
- * 2 for a usage error, 1 when xprun itself cannot start the job.
+ * to fail: its exit status, or 128 + N if signal N killed it, or 1 if it
+ * exited 0 without xp_finalize. 128 + N when xprun was stopped by signal N
+ * before any rank failed (130 for Ctrl-C). 2 for a usage error, 1 when
+ * xprun itself cannot start the job.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -106,6 +114,10 @@ struct rank {
 	pid_t pid;
 	bool reaped;
 	struct stream s[2];
+	/* xprun's end of the rank's XPRUN_STATUS_FD (-1: closed), and its
+	 * contexts made by xp_init and not yet finalized. */
+	int note_fd;
+	int unfinalized;
 };
 
 static struct rank *ranks;
@@ -329,6 +341,17 @@ static void kill_job(void)
 	signal_ranks(SIGKILL);
 }
 
+/* The rank's notes so far: 'I' for each xp_init, 'F' for each
+ * xp_finalize. */
+static void read_notes(struct rank *rk)
+{
+	char buf[64];
+	ssize_t n;
+	while (rk->note_fd >= 0 && (n = recv(rk->note_fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		for (ssize_t i = 0; i < n; i++)
+			rk->unfinalized += buf[i] == 'I' ? 1 : buf[i] == 'F' ? -1 : 0;
+}
+
 static void reap(void)
 {
 	for (;;) {
@@ -342,11 +365,20 @@ static void reap(void)
 		if (r == nranks)
 			continue; /* not a rank (cannot happen: xprun starts nothing else) */
 		ranks[r].reaped = true;
-		if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		/* What it noted before it exited is all there by now. */
+		read_notes(&ranks[r]);
+		bool unfinalized = ranks[r].unfinalized > 0;
+		if (ranks[r].note_fd >= 0)
+			close(ranks[r].note_fd);
+		ranks[r].note_fd = -1;
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && !unfinalized)
 			continue;
 		if (stopping)
 			continue; /* we stopped it; the first failure was reported */
-		if (WIFEXITED(st)) {
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+			fprintf(stderr, "xprun: rank %d exited without calling xp_finalize\n", r);
+			first_failure = 1;
+		} else if (WIFEXITED(st)) {
 			fprintf(stderr, "xprun: rank %d exited with status %d\n", r,
 				WEXITSTATUS(st));
 			first_failure = WEXITSTATUS(st);
@@ -369,7 +401,7 @@ static bool all_reaped(void)
 }
 
 /* In the child: becomes rank @r and runs the program. Never returns. */
-static void exec_rank(int r, pid_t parent, int lfd, int port, int out_fd, int err_fd,
+static void exec_rank(int r, pid_t parent, int lfd, int port, int out_fd, int err_fd, int note_fd,
 		      const sigset_t *oldmask, char **argv)
 {
 	char v[64];
@@ -400,6 +432,10 @@ static void exec_rank(int r, pid_t parent, int lfd, int port, int out_fd, int er
 	setenv("XPRUN_STDERR_TTY", stderr_tty ? "1" : "0", 1);
 	if (command_line != NULL)
 		setenv("XPRUN_COMMAND", command_line, 1);
+	/* For this process only (its pid): src/job/xprun_note.c. */
+	fcntl(note_fd, F_SETFD, 0);
+	snprintf(v, sizeof(v), "%d:%ld", note_fd, (long)getpid());
+	setenv("XPRUN_STATUS_FD", v, 1);
 	if (r == 0) {
 		/* The listening socket goes to rank 0 only, across exec. */
 		fcntl(lfd, F_SETFD, 0);
@@ -643,6 +679,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "xprun: out of memory\n");
 		return EXIT_SETUP;
 	}
+	for (int r = 0; r < nranks; r++)
+		ranks[r].note_fd = -1;
 	int port, lfd = rendezvous_socket(&port);
 	if (lfd < 0)
 		return EXIT_SETUP;
@@ -690,8 +728,9 @@ int main(int argc, char **argv)
 
 	pid_t self = getpid();
 	for (int r = 0; r < nranks; r++) {
-		int out[2], err[2];
-		if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+		int out[2], err[2], note[2];
+		if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+		    socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, note) < 0) {
 			fprintf(stderr,
 				"xprun: pipe: %s (too many ranks for the open-files limit?)\n",
 				strerror(errno));
@@ -701,13 +740,18 @@ int main(int argc, char **argv)
 		}
 		pid_t pid = fork();
 		if (pid == 0)
-			exec_rank(r, self, lfd, port, out[1], err[1], &oldmask, argv + prog);
+			exec_rank(r, self, lfd, port, out[1], err[1], note[1], &oldmask,
+				  argv + prog);
 		close(out[1]);
 		close(err[1]);
+		close(note[1]);
+		ranks[r].note_fd = note[0];
 		if (pid < 0) {
 			fprintf(stderr, "xprun: fork: %s\n", strerror(errno));
 			close(out[0]);
 			close(err[0]);
+			close(note[0]);
+			ranks[r].note_fd = -1;
 			first_failure = EXIT_SETUP;
 			stop_job();
 			break;
@@ -741,8 +785,8 @@ int main(int argc, char **argv)
 	}
 	free(files);
 
-	struct pollfd *pfds = calloc(2 * (size_t)nranks + 1, sizeof(*pfds));
-	int *owner = calloc(2 * (size_t)nranks + 1, sizeof(*owner));
+	struct pollfd *pfds = calloc(3 * (size_t)nranks + 1, sizeof(*pfds));
+	int *owner = calloc(3 * (size_t)nranks + 1, sizeof(*owner));
 	if (pfds == NULL || owner == NULL) {
 		fprintf(stderr, "xprun: out of memory\n");
 		kill_job();
@@ -754,12 +798,12 @@ int main(int argc, char **argv)
 		int np = 0;
 		pfds[np++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
 		for (int r = 0; r < nranks; r++) {
-			for (int k = 0; k < 2; k++) {
-				if (ranks[r].s[k].fd < 0)
+			for (int k = 0; k < 3; k++) {
+				int fd = k < 2 ? ranks[r].s[k].fd : ranks[r].note_fd;
+				if (fd < 0)
 					continue;
-				owner[np] = 2 * r + k;
-				pfds[np++] =
-					(struct pollfd){ .fd = ranks[r].s[k].fd, .events = POLLIN };
+				owner[np] = 3 * r + k;
+				pfds[np++] = (struct pollfd){ .fd = fd, .events = POLLIN };
 			}
 		}
 		int timeout = -1;
@@ -776,8 +820,11 @@ int main(int argc, char **argv)
 		for (int i = 1; i < np && n > 0; i++) {
 			if (pfds[i].revents == 0)
 				continue;
-			int r = owner[i] / 2;
-			read_stream(r, &ranks[r].s[owner[i] % 2]);
+			int r = owner[i] / 3, k = owner[i] % 3;
+			if (k == 2)
+				read_notes(&ranks[r]); /* a queue that never fills */
+			else
+				read_stream(r, &ranks[r].s[k]);
 		}
 		if (n > 0 && pfds[0].revents != 0) {
 			struct signalfd_siginfo si;

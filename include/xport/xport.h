@@ -362,6 +362,8 @@ int xp_init_rank(const xp_config_t *cfg, int rank, int size, const xp_unique_id_
  * timeout (XP_BOOT_TIMEOUT_MS) if some rank never comes, after which it
  * warns and destroys the context anyway. A job of one rank returns at
  * once. Ignores NULL and contexts owned by a local job (destroy the job).
+ * Every rank of a job must call it before its process ends: until then,
+ * messages whose sends completed may still be queued in it (xp_isend).
  */
 void xp_finalize(xp_context_t *ctx);
 
@@ -393,6 +395,14 @@ int xp_progress(xp_context_t *ctx);
  * Starts sending @len bytes at @buf to rank @dest of @comm with @tag.
  * Messages from one rank to another on one communicator that could match the
  * same receive are matched in the order they were sent.
+ *
+ * A send completes (its request completes, or xp_send returns 0) once @buf
+ * may be reused, not once the message has arrived or left the process: a
+ * short message is copied into a queue of this rank, which drains while
+ * the rank makes progress (any call that waits, xp_progress) and before
+ * xp_finalize returns. A process that ends without xp_finalize may lose
+ * messages whose sends completed, as in MPI; xprun reports a rank that
+ * called xp_init and exited without xp_finalize as failed.
  * Returns 0 and a request, -EINVAL (bad rank, NULL buffer with len > 0,
  * @len > XP_MSG_MAX; xp_error_detail() says which), -ENOMEM.
  */
@@ -695,8 +705,26 @@ typedef enum xp_dtype {
 /**
  * Reduction operators. XP_AVG (allreduce and reduce_scatter only) is the
  * sum divided by the number of ranks (integers: truncated toward zero).
- * float16 and bfloat16 are reduced in float32 and rounded once, to
- * nearest even, at the end. Integer sums and products wrap.
+ * Integer sums and products wrap.
+ *
+ * float16 and bfloat16 are reduced in float64 (partial results travel
+ * between ranks as float64: four times the bytes of the 16-bit vector)
+ * and rounded to the 16-bit type once, to nearest even, at the end. What
+ * that gives, over p ranks:
+ *  - XP_MIN, XP_MAX: exact.
+ *  - float16 XP_SUM: the exact sum rounded once, for p up to 8192 (every
+ *    such sum is exact in float64). XP_AVG: that sum divided in float64,
+ *    still the exact average rounded once for p up to 4096.
+ *  - float16 XP_PROD: the exact product rounded once for p up to 4; beyond,
+ *    each float64 product is rounded too (relative error 2^-53 a step).
+ *  - bfloat16 XP_SUM: the exact sum rounded once when the binary exponents
+ *    of the nonzero inputs (floor(log2 |x|), -126 for subnormals) lie
+ *    within 45 - ceil(log2 p) of each other (37 at 256 ranks); otherwise
+ *    each float64 partial sum is rounded (at most 2^-53 of its magnitude),
+ *    which can move the result by a unit in the last place near a halfway
+ *    point, or more after cancellation (2^100 + 1 - 2^100 may give 0).
+ *    XP_AVG divides that sum once more in float64; XP_PROD is as float16's
+ *    for p up to 6, rounded in float64 beyond.
  */
 typedef enum xp_op { XP_SUM = 0, XP_PROD, XP_MIN, XP_MAX, XP_AVG, XP_OP_COUNT } xp_op_t;
 

@@ -19,8 +19,9 @@
  *
  * with a and b the slowest link of the group (across hosts if it spans
  * them) plus a step's own cost, a' and b' the slowest within a host, and g
- * the time to reduce a byte. The same inputs on every rank give the same
- * choice everywhere, which the algorithms need.
+ * the time to reduce a byte. Every member computes these from the same
+ * inputs (learn()), so every member makes the same choice, which the
+ * algorithms need.
  *
  * The figures of our own were measured on the 2-CPU development machine
  * with 2 ranks over shm (loops of xp_allreduce, each rank pinned), where
@@ -125,18 +126,26 @@ static double t_rab(int p, uint32_t lat, uint32_t bw, double n)
 	return t;
 }
 
-/* The figures of @comm's members, found once. */
+/*
+ * The figures of @comm's members, found once: only from what every member
+ * holds alike (the members, their hosts, and each one's slowest links
+ * within its host and across as gathered at init), so that every member
+ * computes the same figures and the same choice. A member's own view of
+ * its links would differ from another's: one alone on its host sees no
+ * link within a host, and chose differently (issue 24, 5.1). A member's
+ * slowest links count those to ranks outside @comm too: the figures may
+ * be pessimistic for a part of the world, never different across members.
+ */
 static void learn(xp_comm_t *comm)
 {
 	xp_context_t *ctx = comm->ctx;
-	int p = comm->size, me = xpi_comm_world_rank(comm, comm->rank);
+	int p = comm->size;
 	comm->lat_intra = comm->lat_inter = comm->lat_all = 0;
 	comm->bw_intra = comm->bw_inter = comm->bw_all = UINT32_MAX;
 	comm->nhosts = 0;
 	comm->max_per_host = 0;
 	for (int r = 0; r < p; r++) {
-		int w = xpi_comm_world_rank(comm, r);
-		const struct xpi_peer *peer = &ctx->peers[w];
+		const struct xpi_peer *peer = &ctx->peers[xpi_comm_world_rank(comm, r)];
 		bool first = true;
 		int on_host = 0;
 		for (int q = 0; q < p; q++) {
@@ -148,20 +157,22 @@ static void learn(xp_comm_t *comm)
 		comm->nhosts += first;
 		if (on_host > comm->max_per_host)
 			comm->max_per_host = on_host;
-		if (w == me)
-			continue;
-		bool same = peer->host == ctx->peers[me].host;
-		uint32_t *lat = same ? &comm->lat_intra : &comm->lat_inter;
-		uint32_t *bw = same ? &comm->bw_intra : &comm->bw_inter;
-		if (peer->lat_ns > *lat)
-			*lat = peer->lat_ns;
-		if (peer->bw_mbps < *bw)
-			*bw = peer->bw_mbps;
-		if (peer->lat_ns > comm->lat_all)
-			comm->lat_all = peer->lat_ns;
-		if (peer->bw_mbps < comm->bw_all)
-			comm->bw_all = peer->bw_mbps;
+		if (on_host > 1) {
+			if (peer->worst_lat_intra > comm->lat_intra)
+				comm->lat_intra = peer->worst_lat_intra;
+			if (peer->worst_bw_intra < comm->bw_intra)
+				comm->bw_intra = peer->worst_bw_intra;
+		}
 	}
+	for (int r = 0; comm->nhosts > 1 && r < p; r++) {
+		const struct xpi_peer *peer = &ctx->peers[xpi_comm_world_rank(comm, r)];
+		if (peer->worst_lat_inter > comm->lat_inter)
+			comm->lat_inter = peer->worst_lat_inter;
+		if (peer->worst_bw_inter < comm->bw_inter)
+			comm->bw_inter = peer->worst_bw_inter;
+	}
+	comm->lat_all = comm->lat_intra > comm->lat_inter ? comm->lat_intra : comm->lat_inter;
+	comm->bw_all = comm->bw_intra < comm->bw_inter ? comm->bw_intra : comm->bw_inter;
 	comm->cost_known = true;
 }
 

@@ -43,7 +43,7 @@ XPI_EXPORT size_t xp_dtype_size(xp_dtype_t dtype)
 
 xp_dtype_t xpi_reduce_work_type(xp_dtype_t dt)
 {
-	return dt == XP_FLOAT16 || dt == XP_BFLOAT16 ? XP_FLOAT32 : dt;
+	return dt == XP_FLOAT16 || dt == XP_BFLOAT16 ? XP_FLOAT64 : dt;
 }
 
 /* A value's bits and back; memcpy is what C allows for it, and compilers
@@ -278,80 +278,150 @@ void xpi_reduce_avg_finish(void *acc, size_t count, xp_dtype_t work, int nranks)
  * binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; binary32: 1, 8
  * (bias 127), 23. A normal half's exponent and mantissa, shifted left by 13,
  * are a float's once the exponent is rebiased by 127 - 15 = 112, i.e. plus
- * 112 << 23 = 0x38000000. Each loop computes every case's answer and picks
- * one with ternaries, so it has no branch and vectorises.
+ * 112 << 23 = 0x38000000. Each element function computes every case's
+ * answer and picks one with ternaries, so the loops over them have no
+ * branch and vectorise.
  */
 #define H_REBIAS 0x38000000u
 
-XPI_KERNEL_CLONES void xpi_f16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n)
+static inline float f16_to_f32_one(uint16_t h)
 {
-	for (size_t i = 0; i < n; i++) {
-		uint32_t sign = (uint32_t)(in[i] & 0x8000) << 16;
-		uint32_t em = in[i] & 0x7fffu; /* exponent and mantissa */
-		/* Exponent 31 (infinity, NaN) is rebiased once more, to 255; a
-		 * NaN is made quiet (bit 22). */
-		uint32_t r = (em << 13) + H_REBIAS + (em >= 0x7c00 ? H_REBIAS : 0);
-		r |= em > 0x7c00 ? 0x00400000u : 0;
-		/* Exponent 0: mantissa x 2^-24, exact in float (and a normal one:
-		 * no subnormal float is made, so a program's flush-to-zero or
-		 * denormals-are-zero mode changes nothing). */
-		uint32_t sub = f32_bits((float)(int32_t)em * 0x1p-24f);
-		out[i] = f32_from(sign | (em < 0x0400 ? sub : r));
-	}
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t em = h & 0x7fffu; /* exponent and mantissa */
+	/* Exponent 31 (infinity, NaN) is rebiased once more, to 255; a NaN is
+	 * made quiet (bit 22). */
+	uint32_t r = (em << 13) + H_REBIAS + (em >= 0x7c00 ? H_REBIAS : 0);
+	r |= em > 0x7c00 ? 0x00400000u : 0;
+	/* Exponent 0: mantissa x 2^-24, exact in float (and a normal one: no
+	 * subnormal float is made, so a program's flush-to-zero or
+	 * denormals-are-zero mode changes nothing). */
+	uint32_t sub = f32_bits((float)(int32_t)em * 0x1p-24f);
+	return f32_from(sign | (em < 0x0400 ? sub : r));
 }
 
-XPI_KERNEL_CLONES void xpi_f32_to_f16(uint16_t *restrict out, const float *restrict in, size_t n)
+static inline uint16_t f32_to_f16_one(float f)
 {
-	for (size_t i = 0; i < n; i++) {
-		uint32_t u = f32_bits(in[i]);
-		uint32_t sign = (u >> 16) & 0x8000;
-		uint32_t a = u & 0x7fffffffu;
-		/* A NaN: quiet (bit 9), keeping the payload's upper 9 bits. */
-		uint32_t nan = 0x7e00 | ((a >> 13) & 0x3ff);
-		/*
-		 * Normal: rebias and drop 13 bits, rounding to nearest even by
-		 * adding just under half (0xfff) plus the kept part's lowest
-		 * bit. A carry out of the mantissa bumps the exponent, which is
-		 * the right answer; from 65520 (0x477ff000, halfway between
-		 * 65504 and 2^16) up it would reach exponent 31: infinity.
-		 */
-		uint32_t normal = (a - H_REBIAS + 0xfff + ((a >> 13) & 1)) >> 13;
-		/*
-		 * Below 2^-14 the half is subnormal: |x| rounded to a multiple of
-		 * 2^-24. Adding 0.5f does that rounding in the FPU (floats in
-		 * [0.5, 1) are the multiples of 2^-24 there), and the sum's
-		 * mantissa bits are then the half's: no variable shift, which SSE2
-		 * lacks. The result 0x400 (rounded up to 2^-14) is the smallest
-		 * normal half, also right.
-		 */
-		uint32_t sub = f32_bits(f32_from(a) + 0.5f) - 0x3f000000u;
-		uint32_t r = a > 0x7f800000u  ? nan :
-			     a >= 0x477ff000u ? 0x7c00u :
-			     a >= 0x38800000u ? normal :
-						sub;
-		out[i] = (uint16_t)(sign | r);
-	}
+	uint32_t u = f32_bits(f);
+	uint32_t sign = (u >> 16) & 0x8000;
+	uint32_t a = u & 0x7fffffffu;
+	/* A NaN: quiet (bit 9), keeping the payload's upper 9 bits. */
+	uint32_t nan = 0x7e00 | ((a >> 13) & 0x3ff);
+	/*
+	 * Normal: rebias and drop 13 bits, rounding to nearest even by adding
+	 * just under half (0xfff) plus the kept part's lowest bit. A carry out
+	 * of the mantissa bumps the exponent, which is the right answer; from
+	 * 65520 (0x477ff000, halfway between 65504 and 2^16) up it would reach
+	 * exponent 31: infinity.
+	 */
+	uint32_t normal = (a - H_REBIAS + 0xfff + ((a >> 13) & 1)) >> 13;
+	/*
+	 * Below 2^-14 the half is subnormal: |x| rounded to a multiple of
+	 * 2^-24. Adding 0.5f does that rounding in the FPU (floats in [0.5, 1)
+	 * are the multiples of 2^-24 there), and the sum's mantissa bits are
+	 * then the half's: no variable shift, which SSE2 lacks. The result
+	 * 0x400 (rounded up to 2^-14) is the smallest normal half, also right.
+	 */
+	uint32_t sub = f32_bits(f32_from(a) + 0.5f) - 0x3f000000u;
+	uint32_t r = a > 0x7f800000u  ? nan :
+		     a >= 0x477ff000u ? 0x7c00u :
+		     a >= 0x38800000u ? normal :
+					sub;
+	return (uint16_t)(sign | r);
 }
 
 /* bfloat16 is a float's upper half: widening is a shift. */
-XPI_KERNEL_CLONES void xpi_bf16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n)
+static inline float bf16_to_f32_one(uint16_t b)
 {
-	for (size_t i = 0; i < n; i++) {
-		uint32_t u = (uint32_t)in[i] << 16;
-		uint32_t quiet = (in[i] & 0x7fff) > 0x7f80 ? 0x00400000u : 0;
-		out[i] = f32_from(u | quiet);
-	}
+	uint32_t u = (uint32_t)b << 16;
+	uint32_t quiet = (b & 0x7fff) > 0x7f80 ? 0x00400000u : 0;
+	return f32_from(u | quiet);
 }
 
-XPI_KERNEL_CLONES void xpi_f32_to_bf16(uint16_t *restrict out, const float *restrict in, size_t n)
+static inline uint16_t f32_to_bf16_one(float f)
 {
-	for (size_t i = 0; i < n; i++) {
-		uint32_t u = f32_bits(in[i]);
-		/* Round to nearest even at bit 16, as above; the carry reaches
-		 * the exponent, and infinity from the largest finite bf16 up.
-		 * Only a NaN could carry out of 32 bits, and it is apart. */
-		uint32_t rounded = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
-		uint32_t nan = (u >> 16) | 0x0040;
-		out[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-	}
+	uint32_t u = f32_bits(f);
+	/* Round to nearest even at bit 16, as above; the carry reaches the
+	 * exponent, and infinity from the largest finite bf16 up. Only a NaN
+	 * could carry out of 32 bits, and it is apart. */
+	uint32_t rounded = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
+	uint32_t nan = (u >> 16) | 0x0040;
+	return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
+
+/*
+ * From float64 straight to the 16-bit type, rounding once (through float32
+ * would round twice: a double just above a halfway point of float16 can
+ * round to that halfway point as a float, then to even, issue 24, 6). The
+ * same steps as from float32, on binary64's fields (11 exponent bits, bias
+ * 1023; 52 mantissa bits, 20 of them in the upper word): the top of the
+ * mantissa kept (@drop bits of the upper word dropped, and the lower
+ * word), the exponent rebiased by @rebias (in place in the upper word)
+ * from @normal_from (the smallest normal) up, infinity (@inf) from
+ * @inf_from. Below @normal_from the result is a multiple of the narrow
+ * type's smallest subnormal, the unit in the last place of @sub_unit: the
+ * FPU rounds |x| to one in |x| + @sub_unit. Only normal doubles are added,
+ * so no flush-to-zero mode can change a result.
+ */
+static inline uint16_t f64_narrow(double d, unsigned drop, uint32_t rebias, uint32_t nan_quiet,
+				  uint32_t inf_from, uint32_t inf, uint32_t normal_from,
+				  double sub_unit)
+{
+	uint64_t u = f64_bits(d);
+	/* The upper word, with anything set in the lower one (which lies
+	 * wholly below the rounding bit) folded into its lowest bit: enough
+	 * to round, and the rest is 32-bit work, as wide as the result's. */
+	uint32_t a = (uint32_t)(u >> 32) & 0x7fffffffu;
+	a |= (uint32_t)u != 0;
+	uint32_t sign = (uint32_t)(u >> 48) & 0x8000;
+	uint32_t nan = inf | nan_quiet | ((a >> drop) & (nan_quiet - 1));
+	uint32_t half = (1u << (drop - 1)) - 1;
+	uint32_t normal = (a - rebias + half + ((a >> drop) & 1)) >> drop;
+	/* The sum's lower word is the count of units: sub_unit's is zero. */
+	uint32_t sub = (uint32_t)f64_bits(fabs(d) + sub_unit);
+	uint32_t r = a > 0x7ff00000u ? nan : a >= inf_from ? inf : a >= normal_from ? normal : sub;
+	return (uint16_t)(sign | r);
+}
+
+/* float16: 10 of the upper word's 20 mantissa bits; exponent 1023 -> 15
+ * (minus 1008 << 20); infinity from 65520, halfway between 65504 and
+ * 2^16; normal from 2^-14; subnormals of 2^-24, the unit of 2^28. */
+static inline uint16_t f64_to_f16_one(double d)
+{
+	return f64_narrow(d, 10, 0x3f000000u, 0x200, 0x40effe00u, 0x7c00, 0x3f100000u, 0x1p28);
+}
+
+/* bfloat16: 7 of 20; exponent 1023 -> 127 (minus 896 << 20); infinity
+ * from 2^128 (from halfway between the largest bfloat16 and 2^128 the
+ * carry gives it too); normal from 2^-126; subnormals of 2^-133, the
+ * unit of 2^-81. */
+static inline uint16_t f64_to_bf16_one(double d)
+{
+	return f64_narrow(d, 13, 0x38000000u, 0x40, 0x47f00000u, 0x7f80, 0x38100000u, 0x1p-81);
+}
+
+/* Widening to double through float is exact twice. */
+static inline double f16_to_f64_one(uint16_t h)
+{
+	return (double)f16_to_f32_one(h);
+}
+
+static inline double bf16_to_f64_one(uint16_t b)
+{
+	return (double)bf16_to_f32_one(b);
+}
+
+/* Each conversion: the element function over the array. */
+#define XPI_CONVERSION(name, To, From, one)                                                        \
+	XPI_KERNEL_CLONES void name(To *restrict out, const From *restrict in, size_t n)           \
+	{                                                                                          \
+		for (size_t i = 0; i < n; i++)                                                     \
+			out[i] = one(in[i]);                                                       \
+	}
+XPI_CONVERSION(xpi_f16_to_f32, float, uint16_t, f16_to_f32_one)
+XPI_CONVERSION(xpi_f32_to_f16, uint16_t, float, f32_to_f16_one)
+XPI_CONVERSION(xpi_bf16_to_f32, float, uint16_t, bf16_to_f32_one)
+XPI_CONVERSION(xpi_f32_to_bf16, uint16_t, float, f32_to_bf16_one)
+XPI_CONVERSION(xpi_f16_to_f64, double, uint16_t, f16_to_f64_one)
+XPI_CONVERSION(xpi_f64_to_f16, uint16_t, double, f64_to_f16_one)
+XPI_CONVERSION(xpi_bf16_to_f64, double, uint16_t, bf16_to_f64_one)
+XPI_CONVERSION(xpi_f64_to_bf16, uint16_t, double, f64_to_bf16_one)

@@ -155,6 +155,12 @@ struct xpi_peer {
 	 * the bulk one as their capability cards declare them. */
 	int host;
 	uint32_t lat_ns, bw_mbps;
+	/* What the peer itself sees, which every rank holds alike (gathered
+	 * at init): the slowest figures of its links within its host and
+	 * across hosts (lat 0 and bw UINT32_MAX where it has none). The
+	 * cost model reads only these, so that every member of a
+	 * communicator makes the same choice (issue 24, 5.1). */
+	uint32_t worst_lat_intra, worst_bw_intra, worst_lat_inter, worst_bw_inter;
 	/* The peer said goodbye (xp_finalize) before its connection closed:
 	 * lost, but not the cause of a failure (the collectives name a rank
 	 * that died rather than one that finished after it). */

@@ -128,6 +128,10 @@ int xpi_local_job_create(int n, const struct xpi_config *cfg, xp_local_job_t **o
 			job->ctxs[i]->peers[p].host = 0;
 			job->ctxs[i]->peers[p].lat_ns = 300;
 			job->ctxs[i]->peers[p].bw_mbps = 20000;
+			job->ctxs[i]->peers[p].worst_lat_intra = 300;
+			job->ctxs[i]->peers[p].worst_bw_intra = 20000;
+			job->ctxs[i]->peers[p].worst_lat_inter = 0;
+			job->ctxs[i]->peers[p].worst_bw_inter = UINT32_MAX;
 		}
 	}
 	*out = job;

@@ -15,9 +15,11 @@
 #include "../inproc/job.h"
 #include "backend.h"
 #include "bootstrap.h"
+#include "launcher.h"
 #include "sock.h"
 #include "../select/card.h"
 #include "../select/select.h"
+#include "../core/be.h"
 #include "../core/compiler.h"
 #include "../core/engine.h"
 #include "../core/log.h"
@@ -167,6 +169,46 @@ static void learn_hosts_and_costs(xp_context_t *ctx, const struct negotiation *n
 	for (int p = 0; p < n; p++)
 		here += ctx->peers[p].host == ctx->peers[ctx->rank].host;
 	xpi_context_set_ranks_here(ctx, here);
+}
+
+/*
+ * Every rank's slowest links within its host and across, to every rank.
+ * A rank knows only its own links' figures (its lanes, after any fall
+ * back), and a cost model fed with those chooses per rank: with hosts of
+ * uneven sizes a rank alone on its host saw no link within it and chose
+ * the hierarchical allreduce while the others chose Rabenseifner's, and
+ * every rank timed out (issue 24, 5.1). Four figures a rank, big-endian.
+ */
+#define WORST_BYTES 16
+
+static int share_worst_links(xp_context_t *ctx)
+{
+	int n = ctx->size, me = ctx->rank;
+	uint32_t w[4] = { 0, UINT32_MAX, 0, UINT32_MAX }; /* lat, bw within; lat, bw across */
+	for (int p = 0; p < n; p++) {
+		if (p == me)
+			continue;
+		uint32_t *f = ctx->peers[p].host == ctx->peers[me].host ? &w[0] : &w[2];
+		if (ctx->peers[p].lat_ns > f[0])
+			f[0] = ctx->peers[p].lat_ns;
+		if (ctx->peers[p].bw_mbps < f[1])
+			f[1] = ctx->peers[p].bw_mbps;
+	}
+	uint8_t mine[WORST_BYTES], *all = malloc((size_t)n * WORST_BYTES);
+	if (all == NULL)
+		return xpi_fail(-ENOMEM, "rank %d: no memory for the links' figures", me);
+	for (int i = 0; i < 4; i++)
+		put_be32(mine + 4 * i, w[i]);
+	int rc = ctx->oob_allgather(ctx, mine, WORST_BYTES, all);
+	for (int p = 0; rc == 0 && p < n; p++) {
+		const uint8_t *f = all + (size_t)p * WORST_BYTES;
+		ctx->peers[p].worst_lat_intra = get_be32(f);
+		ctx->peers[p].worst_bw_intra = get_be32(f + 4);
+		ctx->peers[p].worst_lat_inter = get_be32(f + 8);
+		ctx->peers[p].worst_bw_inter = get_be32(f + 12);
+	}
+	free(all);
+	return rc;
 }
 
 static void destroy_networked(xp_context_t *ctx)
@@ -329,6 +371,8 @@ static int init_networked(const struct xpi_config *cfg, struct xpi_boot *boot, x
 	if (rc == 0)
 		learn_hosts_and_costs(ctx, &ng);
 	negotiation_free(&ng);
+	if (rc == 0)
+		rc = share_worst_links(ctx);
 	if (rc < 0) {
 		destroy_networked(ctx);
 		return rc;
@@ -446,6 +490,8 @@ static int init_with(const xp_config_t *cfg, struct xpi_boot_opts *o, const char
 		rc = init_singleton(&icfg, ctx);
 	else if (rc == 0)
 		rc = init_networked(&icfg, boot, ctx);
+	if (rc == 0)
+		xpi_xprun_note('I');
 	return xpi_detail_ensure(rc, call);
 }
 
@@ -474,6 +520,7 @@ XPI_EXPORT void xp_finalize(xp_context_t *ctx)
 		return;
 	if (ctx->boot == NULL) {
 		xp_local_job_destroy(ctx->local_job);
+		xpi_xprun_note('F');
 		return;
 	}
 	/* Everyone stops sending before anyone closes: a rank that finalizes
@@ -486,4 +533,5 @@ XPI_EXPORT void xp_finalize(xp_context_t *ctx)
 		xpi_log(XPI_LOG_WARN, "rank %d: xp_finalize: not every rank reached it: %s",
 			ctx->rank, xp_strerror(rc));
 	destroy_networked(ctx);
+	xpi_xprun_note('F');
 }

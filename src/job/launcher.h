@@ -102,4 +102,10 @@ int xpi_slurm_port(unsigned long job_id, unsigned long step_id);
  */
 int xpi_hostlist_first(const char *list, char *out, size_t n, const char **why, size_t *at);
 
+/*
+ * Tells xprun, if it started this process, that it called xp_init ('I')
+ * or xp_finalize ('F') (xprun_note.c). Never blocks or fails.
+ */
+void xpi_xprun_note(char what);
+
 #endif
