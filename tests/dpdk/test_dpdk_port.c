@@ -108,7 +108,7 @@ static void send_retry(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
 {
 	double end = now_s() + 5;
 	int rc;
-	while ((rc = xpi_dpdk_send(p, ip, port, h, data, len)) == -EAGAIN && now_s() < end)
+	while ((rc = xpi_dpdk_send(p, ip, port, h, data, len, NULL)) == -EAGAIN && now_s() < end)
 		xpi_dpdk_poll(p, 4, keep, g); /* ARP answers come in here */
 	if (rc < 0)
 		T_FAIL("xpi_dpdk_send to %08x:%u: %d (%s)", ip, port, rc, strerror(-rc));
