@@ -146,7 +146,7 @@ int xpi_dgram_build(uint8_t *buf, size_t cap, const struct xpi_udp_addr *src,
  * (XPI_BUILD_CSUM_OFFLOAD): the IPv4 checksum is left 0 and the UDP one
  * holds the pseudo-header's sum, as DPDK's offloads expect. */
 #define XPI_BUILD_CSUM_OFFLOAD 0x1u
-/* Only the 90 bytes of headers are written (the UDP checksum still covers
+/* Only the 114 bytes of headers are written (the UDP checksum still covers
  * @payload, read where it lies): the payload goes in a buffer of its own. */
 #define XPI_BUILD_HEADERS_ONLY 0x2u
 /* No UDP checksum (0, which IPv4 allows: RFC 768): for datagrams whose MAC
