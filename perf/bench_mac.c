@@ -6,7 +6,8 @@
  * long-message rate, 8 KiB and 1 MiB. Each candidate does per packet what
  * the transport would have to do, key schedule excluded (done once per
  * pair): AES-GCM over the whole datagram as additional data with a counter
- * nonce, and Poly1305 under a per-packet one-time key, as xpi_dgram_seal
+ * nonce (and, split, the header as plaintext: what zero copy would need),
+ * and Poly1305 under a per-packet one-time key, as xpi_dgram_seal
  * runs them; SipHash-2-4 (64-bit tag), keyed BLAKE2b, HMAC-SHA-256 and
  * HMAC-SHA-512/256 as one call each. The software UDP checksum, which a
  * sealed datagram no longer needs, for scale.
@@ -54,6 +55,22 @@ static void mac_poly1305(const uint8_t *p, size_t n)
 static void mac_gcm(const uint8_t *p, size_t n)
 {
 	xpi_dgram_seal(&kgcm, (uint8_t *)(uintptr_t)p, n);
+}
+
+/* The alternative that would keep zero-copy sends (the payload read where
+ * it lies, apart from the header): GCM with the payload as additional
+ * data and the header's 56 bytes as plaintext, the ciphertext dropped.
+ * libsodium's GCM encrypts even 56 bytes at a cost: measured, it loses
+ * more than the copy it saves. */
+static void mac_gcm_split(const uint8_t *p, size_t n)
+{
+	uint8_t c[XPI_DGRAM_TAG_OFF], tag[16], nonce[12] = { 0 };
+	unsigned long long tl;
+	memcpy(nonce + 4, p + XPI_DGRAM_SEQ_OFF, 8);
+	crypto_aead_aes256gcm_encrypt_detached_afternm(c, tag, &tl, p, XPI_DGRAM_TAG_OFF,
+						       p + XPI_DGRAM_HDR_LEN, n - XPI_DGRAM_HDR_LEN,
+						       NULL, nonce, &kgcm.gcm);
+	sink += tag[0];
 }
 
 /* The verifying side: the tag zeroed, computed, put back, compared. */
@@ -108,21 +125,29 @@ int main(int argc, char **argv)
 		xpi_dgram_key_init(&kgcm, XPI_DGRAM_MAC_GCM, key, NULL, 0, 1, 1, 2);
 	xpi_dgram_key_init(&kpoly, XPI_DGRAM_MAC_POLY1305, key, NULL, 0, 1, 1, 2);
 	static const struct cand cands[] = {
-		{ "aes256gcm-gmac", mac_gcm },         { "aes256gcm-verify", verify_gcm },
-		{ "poly1305-chacha20", mac_poly1305 }, { "siphash24", mac_siphash },
-		{ "blake2b-128", mac_blake2b },        { "hmac-sha256", mac_hmac256 },
-		{ "hmac-sha512256", mac_hmac512256 },  { "udp-csum (no MAC)", csum },
+		{ "aes256gcm-gmac", mac_gcm },
+		{ "aes256gcm-verify", verify_gcm },
+		{ "aes256gcm-split", mac_gcm_split },
+		{ "poly1305-chacha20", mac_poly1305 },
+		{ "siphash24", mac_siphash },
+		{ "blake2b-128", mac_blake2b },
+		{ "hmac-sha256", mac_hmac256 },
+		{ "hmac-sha512256", mac_hmac512256 },
+		{ "udp-csum", csum },
 	};
-	/* An ACK (the header alone), a full datagram, longer runs. */
-	static const size_t sizes[] = { XPI_DGRAM_HDR_LEN, XPI_DGRAM_HDR_LEN + 1400, 8192,
-					1 << 20 };
+	/* An ACK (the header alone), an 8-byte message (a 56-byte frame
+	 * header and 8 bytes), a full datagram, longer runs. */
+	static const size_t sizes[] = { XPI_DGRAM_HDR_LEN, XPI_DGRAM_HDR_LEN + 64,
+					XPI_DGRAM_HDR_LEN + 1400, 8192, 1 << 20 };
 	uint8_t *buf = malloc(1 << 20);
 	if (buf == NULL)
 		return 1;
 	randombytes_buf(buf, 1 << 20);
 	printf("%-20s %10s %12s %10s\n", "mac", "bytes", "ns/mac", "GB/s");
 	for (size_t c = 0; c < sizeof(cands) / sizeof(cands[0]); c++) {
-		if ((cands[c].fn == mac_gcm || cands[c].fn == verify_gcm) && !have_gcm)
+		if ((cands[c].fn == mac_gcm || cands[c].fn == verify_gcm ||
+		     cands[c].fn == mac_gcm_split) &&
+		    !have_gcm)
 			continue;
 		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 			size_t n = sizes[s];
