@@ -27,14 +27,19 @@
 # to CPUs 0 and 1. Medians of the rounds; ratios per round, then their
 # median (the host has fast and slow spells; one round's pair shares one).
 #
-#   perf/compare-dpdk.sh [--rounds N] [--build DIR]     (root; default 3 rounds)
+# --memif: only the memif rows without loss (latency against the bare
+# ping-pong, rate, bandwidth, authentication on and off): many rounds in
+# the time of a few, for a host whose load comes and goes.
+#
+#   perf/compare-dpdk.sh [--rounds N] [--build DIR] [--memif]   (root; default 3 rounds)
 set -u
-rounds=3 build=build
+rounds=3 build=build memif_only=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rounds) rounds=$2; shift ;;
 	--build) build=$2; shift ;;
-	*) echo "usage: $0 [--rounds N] [--build DIR]" >&2; exit 1 ;;
+	--memif) memif_only=1 ;;
+	*) echo "usage: $0 [--rounds N] [--build DIR] [--memif]" >&2; exit 1 ;;
 	esac
 	shift
 done
@@ -119,6 +124,7 @@ for ((r = 0; r < rounds; r++)); do
 	m_bw+=("$(xport_memif bw 1048576 bw_MBps)")
 	m_lat_off+=("$(xport_memif lat 8 lat_us_p50 XP_DPDK_AUTH=0)")
 	m_bw_off+=("$(xport_memif bw 1048576 bw_MBps XP_DPDK_AUTH=0)")
+	[ $memif_only = 1 ] && continue
 	a_lat+=("$(xport_afp lat 8 lat_us_p50)")
 	u_lat+=("$(udp lat 8 lat_us_p50)")
 	a_rate+=("$(xport_afp rate 64 Mmsg_per_s)")

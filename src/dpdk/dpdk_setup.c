@@ -251,16 +251,13 @@ static int open_port(struct xpi_dpdk_tl *t, uint32_t *ip, char *why, size_t n)
 
 /* The keys of the pair with rank @p, both directions (dpdk_auth.h). */
 static int pair_keys(struct xpi_dpdk_tl *t, struct dpdk_peer *pr, const uint8_t *job_key,
-		     const struct xchg *mine, const struct xchg *x)
+		     const uint8_t *job_id, const struct xchg *mine, const struct xchg *x)
 {
 	pr->auth = ((mine->auth | x->auth) & XCHG_AUTH) != 0;
 	if (!pr->auth)
 		return 0;
 	int mac = (mine->auth & x->auth & XCHG_GCM) ? XPI_DGRAM_MAC_GCM : XPI_DGRAM_MAC_POLY1305;
 	uint32_t me = (uint32_t)t->ctx->rank, them = (uint32_t)pr->rank;
-	/* At merge with the job identity (xpi_boot_job_id), its pointer goes
-	 * for the NULLs here: dpdk_attach's job_id. */
-	const uint8_t *job_id = NULL;
 	int rc =
 		xpi_dgram_key_init(&pr->tx_key, mac, job_key, job_id, me, them, t->epoch, x->epoch);
 	if (rc == 0)
@@ -369,12 +366,17 @@ static int dpdk_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 	if (rc == 0)
 		rc = xpi_boot_allgather(boot, &mine, sizeof(mine), all);
 	int nok = 0;
+	/* The job's identity, bound into the pair keys (dpdk_auth.h): none
+	 * yet on this branch; with xpi_boot_job_id, this line becomes
+	 * job_id = xpi_boot_job_id(boot). */
+	const uint8_t *job_id = NULL;
 	for (int p = 0; rc == 0 && p < size; p++) {
 		ok[p] = p != me && want[p] && mine.ok == 1 && all[p].ok == 1;
 		/* ARP speaks with peers only; a pair whose keys cannot be made
 		 * (a MAC this CPU cannot run) goes over the next transport. */
-		if (ok[p] && (xpi_dpdk_port_allow(t->port, all[p].ip) < 0 ||
-			      pair_keys(t, &t->peers[p], xpi_boot_key(boot), &mine, &all[p]) < 0))
+		if (ok[p] &&
+		    (xpi_dpdk_port_allow(t->port, all[p].ip) < 0 ||
+		     pair_keys(t, &t->peers[p], xpi_boot_key(boot), job_id, &mine, &all[p]) < 0))
 			ok[p] = 0;
 		if (ok[p]) {
 			peer_init(t, p, &all[p]);
