@@ -489,7 +489,10 @@ static void log_stats(const struct xpi_dpdk_tl *t)
 		st.rx_bad_why != NULL ? st.rx_bad_why : "", (unsigned long long)st.tx_frames,
 		(unsigned long long)st.tx_full, (unsigned long long)st.tx_zc,
 		st.tx_zc_ok ? "" : ": the port copies",
-		st.tx_csum_offload ? "by the device" : "in software",
+		st.tx_csum_offload ? "by the device" :
+		strcmp(auth_text(t), "off") == 0 ?
+				     "in software" :
+				     "IPv4's in software, UDP's none (the MAC checks)",
 		(unsigned long long)st.arp_answered, (unsigned long long)st.arp_asked,
 		(unsigned long long)st.arp_learned, (unsigned long long)st.arp_refused,
 		(unsigned long long)t->drop.dropped, (unsigned long long)t->drop.reordered,
