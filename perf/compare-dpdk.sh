@@ -6,7 +6,7 @@
 #
 #   memif      xport-perf lat (8 B), rate (64 B) and bw (1 MiB) between two
 #              processes over net_memif, beside a bare DPDK ping-pong of
-#              the same frames (perf/dpdk_baseline.c: 90 bytes of headers
+#              the same frames (perf/dpdk_baseline.c: 114 bytes of headers
 #              and the payload, no xport code) over net_memif.
 #   af_packet  xport-perf over net_af_packet on a veth pair joining two
 #              network namespaces, beside kernel UDP sockets over a veth
@@ -15,6 +15,10 @@
 #              the receiver, without reliability: a ceiling, not a peer).
 #   loss       xport-perf bw (1 MiB) over memif with XP_DPDK_DROP losing
 #              1%, 5% and 20% of the datagrams each rank receives.
+#   auth       every row above runs with datagram authentication (the
+#              default, docs/DPDK-WIRE.md); memif lat (8 B) and bw (1 MiB)
+#              run again in the same round with XP_DPDK_AUTH=0, so its
+#              cost is read off one round's pair.
 #
 # Pinning: over memif both sides are pinned alike, each process to its own
 # core (EAL -l 0 and -l 1 for the baseline and for xport, whose xport-perf
@@ -23,14 +27,19 @@
 # to CPUs 0 and 1. Medians of the rounds; ratios per round, then their
 # median (the host has fast and slow spells; one round's pair shares one).
 #
-#   perf/compare-dpdk.sh [--rounds N] [--build DIR]     (root; default 3 rounds)
+# --memif: only the memif rows without loss (latency against the bare
+# ping-pong, rate, bandwidth, authentication on and off): many rounds in
+# the time of a few, for a host whose load comes and goes.
+#
+#   perf/compare-dpdk.sh [--rounds N] [--build DIR] [--memif]   (root; default 3 rounds)
 set -u
-rounds=3 build=build
+rounds=3 build=build memif_only=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rounds) rounds=$2; shift ;;
 	--build) build=$2; shift ;;
-	*) echo "usage: $0 [--rounds N] [--build DIR]" >&2; exit 1 ;;
+	--memif) memif_only=1 ;;
+	*) echo "usage: $0 [--rounds N] [--build DIR] [--memif]" >&2; exit 1 ;;
 	esac
 	shift
 done
@@ -106,13 +115,16 @@ udp() { # mode size key
 }
 udp_setup || { echo "compare-dpdk: cannot make the namespaces for kernel UDP" >&2; exit 1; }
 
-declare -a m_lat b_lat m_rate m_bw a_lat a_rate a_bw u_lat u_rate u_bw l1 l5 l20
+declare -a m_lat b_lat m_rate m_bw m_lat_off m_bw_off a_lat a_rate a_bw u_lat u_rate u_bw l1 l5 l20
 for ((r = 0; r < rounds; r++)); do
 	echo "compare-dpdk: round $((r + 1))/$rounds" >&2
 	m_lat+=("$(xport_memif lat 8 lat_us_p50)")
 	b_lat+=("$(bare_memif)")
 	m_rate+=("$(xport_memif rate 64 Mmsg_per_s)")
 	m_bw+=("$(xport_memif bw 1048576 bw_MBps)")
+	m_lat_off+=("$(xport_memif lat 8 lat_us_p50 XP_DPDK_AUTH=0)")
+	m_bw_off+=("$(xport_memif bw 1048576 bw_MBps XP_DPDK_AUTH=0)")
+	[ $memif_only = 1 ] && continue
 	a_lat+=("$(xport_afp lat 8 lat_us_p50)")
 	u_lat+=("$(udp lat 8 lat_us_p50)")
 	a_rate+=("$(xport_afp rate 64 Mmsg_per_s)")
@@ -143,6 +155,10 @@ echo "|---|---|---|---|---|"
 echo "| memif 8 B one-way p50 (us) | $(med "${m_lat[@]}") | $(med "${b_lat[@]}") | bare DPDK ping-pong, same frames | $(paired m_lat b_lat) |"
 echo "| memif 64 B rate (M msg/s) | $(med "${m_rate[@]}") | - | | |"
 echo "| memif 1 MiB bw (MB/s) | $(med "${m_bw[@]}") | - | | |"
+echo "| memif 8 B one-way p50, XP_DPDK_AUTH=0 (us) | $(med "${m_lat_off[@]}") | $(med "${b_lat[@]}") | bare DPDK ping-pong, same frames | $(paired m_lat_off b_lat) |"
+echo "| memif 8 B one-way p50, auth on vs off (us) | $(med "${m_lat[@]}") | $(med "${m_lat_off[@]}") | xport, XP_DPDK_AUTH=0 | $(paired m_lat m_lat_off) |"
+echo "| memif 1 MiB bw, auth on vs off (MB/s) | $(med "${m_bw[@]}") | $(med "${m_bw_off[@]}") | xport, XP_DPDK_AUTH=0 | $(paired m_bw m_bw_off) |"
+[ $memif_only = 1 ] && exit 0
 echo "| af_packet 8 B one-way p50 (us) | $(med "${a_lat[@]}") | $(med "${u_lat[@]}") | kernel UDP over veth, busy-polled | $(paired a_lat u_lat) |"
 echo "| af_packet 64 B rate (M msg/s) | $(med "${a_rate[@]}") | $(med "${u_rate[@]}") | kernel UDP stream, received | $(paired a_rate u_rate) |"
 echo "| af_packet 1 MiB bw (MB/s) | $(med "${a_bw[@]}") | $(med "${u_bw[@]}") | kernel UDP stream, unreliable | $(paired a_bw u_bw) |"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A bare DPDK ping-pong, the baseline xport's DPDK path is measured
- * against: the same Ethernet/IPv4/UDP frames (90 bytes of headers, as
+ * against: the same Ethernet/IPv4/UDP frames (114 bytes of headers, as
  * xport's, then the payload), built and checked with DPDK's own helpers,
  * no xport code at all. Two processes, each started with its own EAL
  * arguments (a memif server and client, say); the client times round
@@ -26,7 +26,7 @@
 
 #define HDRS                                                                                       \
 	(sizeof(struct rte_ether_hdr) + sizeof(struct rte_ipv4_hdr) + sizeof(struct rte_udp_hdr))
-#define XPORT_HDR 48 /* counted as payload here, so frames match xport's */
+#define XPORT_HDR 72 /* counted as payload here, so frames match xport's */
 #define WARM 100     /* round trips before the timed ones */
 
 static double now_s(void)

@@ -18,6 +18,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include "dpdk_auth.h"
 #include "dpdk_port.h"
 
 #define RX_BURST 32
@@ -44,6 +45,7 @@ struct xpi_dpdk_port {
 	unsigned nneigh;
 	bool tx_csum, rx_csum; /* the device computes / verifies IPv4 and UDP checksums */
 	bool zc;               /* it takes chained frames and virtual addresses */
+	bool arp_neighbours_only;
 	struct xpi_dpdk_stats st;
 };
 
@@ -309,6 +311,7 @@ int xpi_dpdk_port_open(const struct xpi_dpdk_conf *c, struct xpi_dpdk_port **out
 	p->port_id = c->port_id;
 	p->me.ip = c->ip;
 	p->me.port = c->udp_port;
+	p->arp_neighbours_only = c->arp_neighbours_only;
 	int rc = c->neighbours != NULL ? parse_neighbours(p, c->neighbours, why, n) : 0;
 	if (rc < 0) {
 		free(p);
@@ -413,8 +416,14 @@ static int send_arp(struct xpi_dpdk_port *p, uint16_t op, const uint8_t tha[6], 
 	return tx_frame(p, m);
 }
 
+int xpi_dpdk_port_allow(struct xpi_dpdk_port *p, uint32_t ip)
+{
+	return neigh_add(p, ip) != NULL ? 0 : -ENOSPC;
+}
+
 int xpi_dpdk_send(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
-		  const struct xpi_dgram_hdr *h, const void *payload, size_t len)
+		  const struct xpi_dgram_hdr *h, const void *payload, size_t len,
+		  const struct xpi_dgram_key *key)
 {
 	struct neighbour *e = neigh_find(p, ip);
 	if (e == NULL || !e->known) {
@@ -438,12 +447,16 @@ int xpi_dpdk_send(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
 	uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)frame);
 	struct xpi_udp_addr to = { .ip = ip, .port = port };
 	memcpy(to.mac, e->mac, 6);
-	int rc = xpi_dgram_build_flags(d, frame, &p->me, &to, p->ip_id++, h, payload, len,
-				       p->tx_csum ? XPI_BUILD_CSUM_OFFLOAD : 0);
+	unsigned flags = p->tx_csum  ? XPI_BUILD_CSUM_OFFLOAD :
+			 key != NULL ? XPI_BUILD_NO_UDP_CSUM :
+				       0;
+	int rc = xpi_dgram_build_flags(d, frame, &p->me, &to, p->ip_id++, h, payload, len, flags);
 	if (rc < 0) {
 		rte_pktmbuf_free(m);
 		return rc;
 	}
+	if (key != NULL)
+		xpi_dgram_seal(key, xpi_dgram_of_frame(d), XPI_DGRAM_HDR_LEN + len);
 	if (p->tx_csum) {
 		m->ol_flags |=
 			RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
@@ -497,7 +510,7 @@ int xpi_dpdk_send_zc(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
 {
 	struct neighbour *e = neigh_find(p, ip);
 	if (!p->zc || e == NULL || !e->known || len == 0 || len > UINT16_MAX)
-		return xpi_dpdk_send(p, ip, port, h, payload, len);
+		return xpi_dpdk_send(p, ip, port, h, payload, len, NULL);
 	struct zc_impl *z = (struct zc_impl *)zc;
 	struct rte_mbuf *m = rte_pktmbuf_alloc(p->pool);
 	struct rte_mbuf *body = m != NULL ? rte_pktmbuf_alloc(p->pool) : NULL;
@@ -538,9 +551,15 @@ int xpi_dpdk_send_zc(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
 	return tx_frame(p, m);
 }
 
-/* Learns @ip at @mac (not over a fixed entry); answers a request for us. */
+/* Learns @ip at @mac (not over a fixed entry); answers a request for us.
+ * Under arp_neighbours_only, only for neighbours: a host that is not one
+ * neither learns our address from us nor has us send to it (issue 24). */
 static void on_arp(struct xpi_dpdk_port *p, const struct xpi_arp *a)
 {
+	if (p->arp_neighbours_only && neigh_find(p, a->spa) == NULL) {
+		p->st.arp_refused++;
+		return;
+	}
 	struct neighbour *e =
 		a->tpa == p->me.ip || neigh_find(p, a->spa) != NULL ? neigh_add(p, a->spa) : NULL;
 	if (e != NULL && !e->fixed && a->spa != 0) {

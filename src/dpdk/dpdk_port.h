@@ -19,6 +19,7 @@
 #include "udp_wire.h"
 
 struct xpi_dpdk_port;
+struct xpi_dgram_key; /* dpdk_auth.h */
 
 struct xpi_dpdk_conf {
 	/* EAL arguments, as XP_DPDK_EAL gives them ("-l 0 --no-pci
@@ -33,11 +34,17 @@ struct xpi_dpdk_conf {
 	/* Static neighbours, "10.0.0.2=02:00:00:00:00:02,..." (NULL: none):
 	 * never asked for by ARP. */
 	const char *neighbours;
+	/* ARP only with neighbours (static, or added by xpi_dpdk_port_allow):
+	 * requests from anyone else are neither answered nor learned from,
+	 * replies from anyone else not learned. false: with anyone asking for
+	 * our address (a port serving kernel sockets, as the tests' do). */
+	bool arp_neighbours_only;
 };
 
 struct xpi_dpdk_stats {
 	uint64_t rx_frames, rx_dgrams, rx_bad, rx_other, tx_frames, tx_full;
 	uint64_t arp_answered, arp_asked, arp_learned;
+	uint64_t arp_refused;   /* from addresses not our neighbours' (arp_neighbours_only) */
 	const char *rx_bad_why; /* the last refusal */
 	/* The device computes our checksums / verifies theirs; frames it
 	 * said were good (not summed again in software). */
@@ -72,13 +79,22 @@ int xpi_dpdk_port_wait_link(struct xpi_dpdk_port *p, int timeout_ms);
 
 void xpi_dpdk_port_mac(const struct xpi_dpdk_port *p, uint8_t mac[6]);
 
+/* Makes @ip a neighbour (its hardware address to be learned by ARP):
+ * one ARP speaks with under arp_neighbours_only. 0, or -ENOSPC if the
+ * table is full. */
+int xpi_dpdk_port_allow(struct xpi_dpdk_port *p, uint32_t ip);
+
 /*
- * Sends @h and @len bytes of @payload to @ip:@port. 0; -EAGAIN if the
- * neighbour's address is not known yet (an ARP request went out, at most
- * one per 100 ms per address) or the transmit ring is full; -EMSGSIZE.
+ * Sends @h and @len bytes of @payload to @ip:@port, sealed with @key
+ * (dpdk_auth.h; NULL: no MAC, the tag left zero). Sealed datagrams carry
+ * no UDP checksum unless the device computes it (the MAC is checked
+ * instead). 0; -EAGAIN if the neighbour's address is not known yet (an ARP
+ * request went out, at most one per 100 ms per address) or the transmit
+ * ring is full; -EMSGSIZE.
  */
 int xpi_dpdk_send(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
-		  const struct xpi_dgram_hdr *h, const void *payload, size_t len);
+		  const struct xpi_dgram_hdr *h, const void *payload, size_t len,
+		  const struct xpi_dgram_key *key);
 
 /*
  * Zero-copy sends: the payload stays in the caller's memory and the port
@@ -101,7 +117,10 @@ struct xpi_dpdk_zc {
 bool xpi_dpdk_zc_ok(const struct xpi_dpdk_port *p);
 void xpi_dpdk_zc_init(struct xpi_dpdk_zc *z, void (*done)(void *arg), void *arg);
 void xpi_dpdk_zc_put(struct xpi_dpdk_zc *z);
-/* As xpi_dpdk_send, @payload (inside @z's region) sent without a copy. */
+/* As xpi_dpdk_send with no MAC, @payload (inside @z's region) sent
+ * without a copy. Sealed datagrams go by xpi_dpdk_send (copied): GMAC
+ * takes the datagram in one piece (dpdk_auth.h), and it reads the payload
+ * anyway, which the copy has just brought into the cache. */
 int xpi_dpdk_send_zc(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
 		     const struct xpi_dgram_hdr *h, const void *payload, size_t len,
 		     struct xpi_dpdk_zc *z);

@@ -146,6 +146,24 @@ static int parse_drop(const char *s, struct dpdk_drop *d, char *why, size_t n)
 	return 0;
 }
 
+/* XP_DPDK_AUTH: 0 turns datagram authentication off (to measure what it
+ * costs); unset or 1, on. A pair goes without it only if both its ends
+ * turned it off. */
+bool dpdk_auth_wanted(void)
+{
+	const char *v = getenv("XP_DPDK_AUTH");
+	return v == NULL || strcmp(v, "0") != 0;
+}
+
+static int check_auth_setting(char *why, size_t n)
+{
+	const char *v = getenv("XP_DPDK_AUTH");
+	if (v == NULL || v[0] == '\0' || strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
+		return 0;
+	snprintf(why, n, "XP_DPDK_AUTH=%s is not accepted: 1 (the default) or 0", v);
+	return -EINVAL;
+}
+
 /* This rank's settings, checked: the card refuses a job whose settings do
  * not parse rather than leave its peers to the next transport quietly. */
 static int settings(const xp_context_t *ctx, uint32_t *ip, char *eal, size_t eal_len,
@@ -156,6 +174,8 @@ static int settings(const xp_context_t *ctx, uint32_t *ip, char *eal, size_t eal
 		rc = eal_args(ctx->cfg.dpdk_eal, ctx->rank, eal, eal_len, why, n);
 	if (rc == 0 && drop != NULL)
 		rc = parse_drop(ctx->cfg.dpdk_drop, drop, why, n);
+	if (rc == 0)
+		rc = check_auth_setting(why, n);
 	return rc;
 }
 
@@ -192,9 +212,11 @@ static int dpdk_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card_t
 
 /* What each rank tells every other: whether its port is up, where it
  * listens, and its incarnation (which numbers its first datagram too). */
+#define XCHG_AUTH 0x1u /* wants datagrams authenticated */
+#define XCHG_GCM 0x2u  /* can run AES-256-GCM */
 struct xchg {
 	uint8_t ok;
-	uint8_t pad;
+	uint8_t auth; /* XCHG_* */
 	uint16_t udp_port;
 	uint32_t ip;
 	uint32_t epoch;
@@ -222,8 +244,26 @@ static int open_port(struct xpi_dpdk_tl *t, uint32_t *ip, char *why, size_t n)
 		.ip = *ip,
 		.udp_port = (uint16_t)ctx->cfg.dpdk_udp_port,
 		.neighbours = ctx->cfg.dpdk_neighbours[0] != '\0' ? ctx->cfg.dpdk_neighbours : NULL,
+		.arp_neighbours_only = true, /* the peers, once known (dpdk_attach) */
 	};
 	return xpi_dpdk_port_open(&conf, &t->port, why, n);
+}
+
+/* The keys of the pair with rank @p, both directions (dpdk_auth.h). */
+static int pair_keys(struct xpi_dpdk_tl *t, struct dpdk_peer *pr, const uint8_t *job_key,
+		     const uint8_t *job_id, const struct xchg *mine, const struct xchg *x)
+{
+	pr->auth = ((mine->auth | x->auth) & XCHG_AUTH) != 0;
+	if (!pr->auth)
+		return 0;
+	int mac = (mine->auth & x->auth & XCHG_GCM) ? XPI_DGRAM_MAC_GCM : XPI_DGRAM_MAC_POLY1305;
+	uint32_t me = (uint32_t)t->ctx->rank, them = (uint32_t)pr->rank;
+	int rc =
+		xpi_dgram_key_init(&pr->tx_key, mac, job_key, job_id, me, them, t->epoch, x->epoch);
+	if (rc == 0)
+		rc = xpi_dgram_key_init(&pr->rx_key, mac, job_key, job_id, them, me, x->epoch,
+					t->epoch);
+	return rc;
 }
 
 static void peer_init(struct xpi_dpdk_tl *t, int p, const struct xchg *x)
@@ -309,10 +349,14 @@ static int dpdk_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 	if (rc == 0 && opened) {
 		int wait_ms = ctx->cfg.boot_timeout_ms < 10000 ? ctx->cfg.boot_timeout_ms : 10000;
 		if (xpi_dpdk_port_wait_link(t->port, wait_ms) == 0)
-			mine = (struct xchg){ .ok = 1,
-					      .udp_port = (uint16_t)ctx->cfg.dpdk_udp_port,
-					      .ip = ip,
-					      .epoch = t->epoch };
+			mine = (struct xchg){
+				.ok = 1,
+				.auth = (uint8_t)((dpdk_auth_wanted() ? XCHG_AUTH : 0) |
+						  (xpi_dgram_gcm_ok() ? XCHG_GCM : 0)),
+				.udp_port = (uint16_t)ctx->cfg.dpdk_udp_port,
+				.ip = ip,
+				.epoch = t->epoch
+			};
 		else
 			xpi_log(XPI_LOG_WARN,
 				"rank %d: dpdk: port %zu's link did not come up in %d ms; its peers "
@@ -322,8 +366,18 @@ static int dpdk_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 	if (rc == 0)
 		rc = xpi_boot_allgather(boot, &mine, sizeof(mine), all);
 	int nok = 0;
+	/* The job's identity, bound into the pair keys (dpdk_auth.h): none
+	 * yet on this branch; with xpi_boot_job_id, this line becomes
+	 * job_id = xpi_boot_job_id(boot). */
+	const uint8_t *job_id = NULL;
 	for (int p = 0; rc == 0 && p < size; p++) {
 		ok[p] = p != me && want[p] && mine.ok == 1 && all[p].ok == 1;
+		/* ARP speaks with peers only; a pair whose keys cannot be made
+		 * (a MAC this CPU cannot run) goes over the next transport. */
+		if (ok[p] &&
+		    (xpi_dpdk_port_allow(t->port, all[p].ip) < 0 ||
+		     pair_keys(t, &t->peers[p], xpi_boot_key(boot), job_id, &mine, &all[p]) < 0))
+			ok[p] = 0;
 		if (ok[p]) {
 			peer_init(t, p, &all[p]);
 			nok++;
@@ -401,6 +455,24 @@ static void linger(struct xpi_dpdk_tl *t)
 			   xpi_boot_barrier(ctx->boot) == 0;
 }
 
+/* Which MAC the pairs use: "gcm", "poly1305", "off", or "mixed". */
+static const char *auth_text(const struct xpi_dpdk_tl *t)
+{
+	const char *what = NULL;
+	for (int p = 0; p < t->npeers; p++) {
+		const struct dpdk_peer *pr = &t->peers[p];
+		if (!pr->up)
+			continue;
+		const char *w = !pr->auth                           ? "off" :
+				pr->tx_key.mac == XPI_DGRAM_MAC_GCM ? "gcm" :
+								      "poly1305";
+		if (what != NULL && strcmp(what, w) != 0)
+			return "mixed";
+		what = w;
+	}
+	return what != NULL ? what : "off";
+}
+
 /* What the port and each pair's reliability saw: for XP_DEBUG=transport,
  * and for the tests, which check that injected loss was really repaired. */
 static void log_stats(const struct xpi_dpdk_tl *t)
@@ -410,16 +482,22 @@ static void log_stats(const struct xpi_dpdk_tl *t)
 	xpi_log(XPI_LOG_INFO,
 		"rank %d: dpdk: frames in %llu (ours %llu, refused %llu%s%s), out %llu (ring full "
 		"%llu, by reference %llu%s); checksums %s; arp answered %llu, asked %llu, learned "
-		"%llu; XP_DPDK_DROP dropped %llu, reordered %llu, duplicated %llu",
+		"%llu, refused %llu; XP_DPDK_DROP dropped %llu, reordered %llu, duplicated %llu; "
+		"auth %s: bad MAC %llu, replayed %llu",
 		t->ctx->rank, (unsigned long long)st.rx_frames, (unsigned long long)st.rx_dgrams,
 		(unsigned long long)st.rx_bad, st.rx_bad_why != NULL ? ": " : "",
 		st.rx_bad_why != NULL ? st.rx_bad_why : "", (unsigned long long)st.tx_frames,
 		(unsigned long long)st.tx_full, (unsigned long long)st.tx_zc,
 		st.tx_zc_ok ? "" : ": the port copies",
-		st.tx_csum_offload ? "by the device" : "in software",
+		st.tx_csum_offload ? "by the device" :
+		strcmp(auth_text(t), "off") == 0 ?
+				     "in software" :
+				     "IPv4's in software, UDP's none (the MAC checks)",
 		(unsigned long long)st.arp_answered, (unsigned long long)st.arp_asked,
-		(unsigned long long)st.arp_learned, (unsigned long long)t->drop.dropped,
-		(unsigned long long)t->drop.reordered, (unsigned long long)t->drop.duplicated);
+		(unsigned long long)st.arp_learned, (unsigned long long)st.arp_refused,
+		(unsigned long long)t->drop.dropped, (unsigned long long)t->drop.reordered,
+		(unsigned long long)t->drop.duplicated, auth_text(t),
+		(unsigned long long)t->auth_failed, (unsigned long long)t->auth_replayed);
 	for (int p = 0; p < t->npeers; p++) {
 		const struct dpdk_peer *pr = &t->peers[p];
 		if (!pr->up)
@@ -471,6 +549,10 @@ void dpdk_destroy(void *tlp)
 		}
 		xpi_rel_rx_drop_all(&pr->rx, &dpdk_rel_rx_ops, pr);
 		dpdk_asm_reset(pr);
+	}
+	for (int p = 0; p < t->npeers; p++) {
+		xpi_dgram_key_clear(&t->peers[p].tx_key);
+		xpi_dgram_key_clear(&t->peers[p].rx_key);
 	}
 	free(t->drop.held);
 	/* Rank 0 closes first, while the others wait in a barrier touching

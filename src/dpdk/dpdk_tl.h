@@ -38,6 +38,7 @@
 #include "../core/dlist.h"
 #include "../core/engine.h"
 #include "../core/wire.h"
+#include "dpdk_auth.h"
 #include "dpdk_port.h"
 #include "rel.h"
 
@@ -125,6 +126,12 @@ struct dpdk_peer {
 	bool up, dead;
 	uint32_t ip, epoch; /* the peer's address and incarnation */
 	uint16_t udp_port;
+	/* Authentication (dpdk_auth.h): on for the pair unless both ends
+	 * turned it off (XP_DPDK_AUTH=0). */
+	bool auth;
+	uint64_t tx_seq; /* the seq of our last datagram to it */
+	struct xpi_dgram_replay replay;
+	struct xpi_dgram_key tx_key, rx_key;
 	struct xpi_rel_tx tx;
 	struct xpi_rel_rx rx;
 	struct xpi_dlink txq; /* datagrams not yet sent */
@@ -156,6 +163,9 @@ struct xpi_dpdk_tl {
 	uint64_t credit_seen;
 	struct xpi_timer timer;
 	struct dpdk_drop drop;
+	/* Datagrams from a pair's address dropped unused: whose MAC did not
+	 * verify, and verified ones seen before (replays, duplicates). */
+	uint64_t auth_failed, auth_replayed;
 	bool dirty;     /* state changed: the timer's deadline is to be recomputed */
 	bool in_rx;     /* inside the port's poll: sends wait for its end */
 	bool backlog;   /* some peer has datagrams queued */
@@ -210,6 +220,7 @@ void dpdk_timer_fire(struct xp_context *ctx, struct xpi_timer *timer);
 extern const struct xpi_tl_ops xpi_dpdk_ops;
 
 /* dpdk_setup.c */
+bool dpdk_auth_wanted(void);
 void dpdk_destroy(void *tl);
 
 #endif

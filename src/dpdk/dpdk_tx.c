@@ -113,7 +113,7 @@ int dpdk_queue_frame(struct dpdk_peer *pr, const struct xpi_frame *f, const void
 		.window = window,
 		.payload = window_bytes,
 	};
-	if (window != NULL && body >= XPI_DPDK_ZC_MIN && xpi_dpdk_zc_ok(t->port)) {
+	if (window != NULL && body >= XPI_DPDK_ZC_MIN && !pr->auth && xpi_dpdk_zc_ok(t->port)) {
 		m->zc_on = true;
 		xpi_dpdk_zc_init(&m->zc, txmsg_done, m);
 	}
@@ -155,6 +155,16 @@ int dpdk_queue_frame(struct dpdk_peer *pr, const struct xpi_frame *f, const void
 	return 0;
 }
 
+/* Each datagram to @pr, DATA or ACK, new or resent, takes the next seq:
+ * the nonce of its MAC (dpdk_auth.h). NULL: not sealed. */
+static const struct xpi_dgram_key *next_seal(struct dpdk_peer *pr, struct xpi_dgram_hdr *h)
+{
+	if (!pr->auth)
+		return NULL;
+	h->seq = ++pr->tx_seq;
+	return &pr->tx_key;
+}
+
 /* Sends datagram @k numbered @psn, with our acknowledgement of the other
  * direction riding on it. */
 static int send_pkt(struct dpdk_peer *pr, const struct dpdk_pkt *k, uint32_t psn)
@@ -171,16 +181,18 @@ static int send_pkt(struct dpdk_peer *pr, const struct dpdk_pkt *k, uint32_t psn
 		.frag_off = k->off,
 	};
 	xpi_rel_rx_ack_fields(&pr->rx, &h.ack, &h.sack, &h.credit);
+	const struct xpi_dgram_key *key = next_seal(pr, &h);
 	int rc;
 	if (k->off < m->head)
-		rc = xpi_dpdk_send(t->port, pr->ip, pr->udp_port, &h, m->bytes + k->off, k->len);
+		rc = xpi_dpdk_send(t->port, pr->ip, pr->udp_port, &h, m->bytes + k->off, k->len,
+				   key);
 	else if (m->zc_on) /* a window's bytes, by reference */
 		rc = xpi_dpdk_send_zc(t->port, pr->ip, pr->udp_port, &h,
 				      m->payload + (k->off - m->head), k->len,
 				      (struct xpi_dpdk_zc *)&m->zc);
 	else
 		rc = xpi_dpdk_send(t->port, pr->ip, pr->udp_port, &h,
-				   m->payload + (k->off - m->head), k->len);
+				   m->payload + (k->off - m->head), k->len, key);
 	if (rc == 0)
 		xpi_rel_rx_ack_sent(&pr->rx);
 	return rc;
@@ -212,7 +224,8 @@ void dpdk_send_ack(struct dpdk_peer *pr)
 		.epoch = t->epoch,
 	};
 	xpi_rel_rx_ack_fields(&pr->rx, &h.ack, &h.sack, &h.credit);
-	if (xpi_dpdk_send(t->port, pr->ip, pr->udp_port, &h, NULL, 0) == 0)
+	const struct xpi_dgram_key *key = next_seal(pr, &h);
+	if (xpi_dpdk_send(t->port, pr->ip, pr->udp_port, &h, NULL, 0, key) == 0)
 		xpi_rel_rx_ack_sent(&pr->rx);
 }
 

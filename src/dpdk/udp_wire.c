@@ -97,7 +97,7 @@ int xpi_dgram_hdr_parse(const uint8_t *p, size_t n, uint32_t nranks, struct xpi_
 	if (n < XPI_DGRAM_HDR_LEN || p[0] != XPI_DGRAM_MAGIC)
 		return refuse(why, "not an xport datagram (too short, or no magic)");
 	if (p[1] != XPI_DGRAM_VERSION)
-		return refuse(why, "xport datagram of another version (we speak 1)");
+		return refuse(why, "xport datagram of another version (we speak 2)");
 	*h = (struct xpi_dgram_hdr){
 		.type = p[2],
 		.flags = p[3],
@@ -110,6 +110,7 @@ int xpi_dgram_hdr_parse(const uint8_t *p, size_t n, uint32_t nranks, struct xpi_
 		.credit = get_be32(p + 32),
 		.msg_len = get_be32(p + 36),
 		.frag_off = get_be32(p + 40),
+		.seq = get_be64(p + XPI_DGRAM_SEQ_OFF),
 	};
 	if (h->flags != 0 || get_be32(p + 44) != 0)
 		return refuse(why, "xport datagram with flags or reserved bits set");
@@ -216,6 +217,8 @@ void xpi_dgram_hdr_pack(const struct xpi_dgram_hdr *h, uint8_t d[XPI_DGRAM_HDR_L
 	put_be32(d + 36, h->msg_len);
 	put_be32(d + 40, h->frag_off);
 	put_be32(d + 44, 0);
+	put_be64(d + XPI_DGRAM_SEQ_OFF, h->seq);
+	memset(d + XPI_DGRAM_TAG_OFF, 0, XPI_DGRAM_TAG_LEN);
 }
 
 bool xpi_dgram_hdr_same(const struct xpi_dgram_hdr *a, const struct xpi_dgram_hdr *b)
@@ -223,7 +226,7 @@ bool xpi_dgram_hdr_same(const struct xpi_dgram_hdr *a, const struct xpi_dgram_hd
 	return a->type == b->type && a->flags == b->flags && a->src_rank == b->src_rank &&
 	       a->dst_rank == b->dst_rank && a->epoch == b->epoch && a->psn == b->psn &&
 	       a->ack == b->ack && a->sack == b->sack && a->credit == b->credit &&
-	       a->msg_len == b->msg_len && a->frag_off == b->frag_off;
+	       a->msg_len == b->msg_len && a->frag_off == b->frag_off && a->seq == b->seq;
 }
 
 int xpi_dgram_build(uint8_t *buf, size_t cap, const struct xpi_udp_addr *src,
@@ -271,6 +274,8 @@ int xpi_dgram_build_flags(uint8_t *buf, size_t cap, const struct xpi_udp_addr *s
 	bool headers_only = (flags & XPI_BUILD_HEADERS_ONLY) != 0;
 	if (payload_len != 0 && !headers_only)
 		memcpy(d + XPI_DGRAM_HDR_LEN, payload, payload_len);
+	if (flags & XPI_BUILD_NO_UDP_CSUM)
+		return (int)(headers_only ? XPI_DGRAM_OVERHEAD : XPI_ETH_HDR_LEN + ip_total);
 	if (offload) {
 		/* The device finishes it from the pseudo-header's sum. */
 		put_be16(udp + 6, xpi_csum_fold(pseudo_sum(src->ip, dst->ip, udp_len)));

@@ -10,8 +10,8 @@
  * endian), never by casting a struct over the packet. Checksums are
  * verified here, so a frame a NIC did not check is checked all the same.
  *
- * The xport header, 48 bytes after the UDP header:
- *   0  u8  magic 0x58 ('X')        1  u8  version (1)
+ * The xport header, 72 bytes after the UDP header:
+ *   0  u8  magic 0x58 ('X')        1  u8  version (2)
  *   2  u8  type (DATA 1, ACK 2)    3  u8  flags (0)
  *   4  u32 src_rank                8  u32 dst_rank
  *  12  u32 epoch: the sender's incarnation (a restarted rank is new)
@@ -22,6 +22,10 @@
  *  36  u32 msg_len: the whole message's length (DATA)
  *  40  u32 frag_off: where this packet's payload goes in it (DATA)
  *  44  u32 reserved (0)
+ *  48  u64 seq: the sender's count of datagrams to this receiver, from 1
+ *          (DATA and ACK alike, resends too): the MAC's nonce, never
+ *          repeated under one key (dpdk_auth.h); 0 without authentication
+ *  56  16 bytes: the MAC's tag over the header (tag zero) and the payload
  * then the payload: the rest of the UDP datagram.
  */
 #ifndef XPI_UDP_WIRE_H
@@ -35,9 +39,12 @@
 #define XPI_ARP_LEN 28u
 #define XPI_IPV4_HDR_LEN 20u /* what we send: no options */
 #define XPI_UDP_HDR_LEN 8u
-#define XPI_DGRAM_HDR_LEN 48u
+#define XPI_DGRAM_HDR_LEN 72u
 #define XPI_DGRAM_MAGIC 0x58u
-#define XPI_DGRAM_VERSION 1u
+#define XPI_DGRAM_VERSION 2u
+#define XPI_DGRAM_SEQ_OFF 48u
+#define XPI_DGRAM_TAG_OFF 56u
+#define XPI_DGRAM_TAG_LEN 16u
 /* Ethernet + IPv4 + UDP + ours, in front of every payload we send. */
 #define XPI_DGRAM_OVERHEAD                                                                         \
 	(XPI_ETH_HDR_LEN + XPI_IPV4_HDR_LEN + XPI_UDP_HDR_LEN + XPI_DGRAM_HDR_LEN)
@@ -67,6 +74,7 @@ struct xpi_dgram_hdr {
 	uint32_t src_rank, dst_rank, epoch, psn, ack;
 	uint64_t sack;
 	uint32_t credit, msg_len, frag_off;
+	uint64_t seq; /* the tag is not parsed: dpdk_auth.h reads it in place */
 };
 
 struct xpi_arp {
@@ -138,13 +146,23 @@ int xpi_dgram_build(uint8_t *buf, size_t cap, const struct xpi_udp_addr *src,
  * (XPI_BUILD_CSUM_OFFLOAD): the IPv4 checksum is left 0 and the UDP one
  * holds the pseudo-header's sum, as DPDK's offloads expect. */
 #define XPI_BUILD_CSUM_OFFLOAD 0x1u
-/* Only the 90 bytes of headers are written (the UDP checksum still covers
+/* Only the 114 bytes of headers are written (the UDP checksum still covers
  * @payload, read where it lies): the payload goes in a buffer of its own. */
 #define XPI_BUILD_HEADERS_ONLY 0x2u
+/* No UDP checksum (0, which IPv4 allows: RFC 768): for datagrams whose MAC
+ * the receiver verifies, which finds every corruption the checksum would
+ * and more, so summing the payload twice is only a cost. */
+#define XPI_BUILD_NO_UDP_CSUM 0x4u
 int xpi_dgram_build_flags(uint8_t *buf, size_t cap, const struct xpi_udp_addr *src,
 			  const struct xpi_udp_addr *dst, uint16_t ip_id,
 			  const struct xpi_dgram_hdr *h, const void *payload, size_t payload_len,
 			  unsigned flags);
+
+/* The header's bytes and the payload's, where a built frame has them. */
+static inline uint8_t *xpi_dgram_of_frame(uint8_t *frame)
+{
+	return frame + XPI_ETH_HDR_LEN + XPI_IPV4_HDR_LEN + XPI_UDP_HDR_LEN;
+}
 
 /* Writes a 42-byte Ethernet frame carrying @a (a request goes to the
  * broadcast address, a reply to a->tha) into @buf. Returns 42, or

@@ -12,7 +12,13 @@
 #           net_af_packet on each end; the bootstrap and the TCP watch go
 #           over a second veth pair with kernel addresses
 #
-#   tests/dpdk/job.sh [--per-rank] [--kills] [--huge] MODE N COMMAND [ARGS...]
+#   tests/dpdk/job.sh [--per-rank] [--kills] [--huge] [--stranger PROG] MODE N COMMAND [ARGS...]
+#
+# --stranger (bridge only): a third network namespace whose veth is a port
+# of the bridge too, and the bridge made a hub (ageing time 0: it floods
+# every frame to every port); PROG runs there, as PROG IFACE SECONDS,
+# from before the job starts until it ends (then SIGTERM). Its output
+# follows the job's; its failure fails the run.
 #
 # Without --per-rank, COMMAND forms the job itself (a test that forks its
 # ranks, or xprun): it runs once with the environment set. With it, the
@@ -28,9 +34,10 @@
 # directory; the script removes it). Exit: COMMAND's status (the first rank's failure), 1 if a
 # runtime directory was left, 77 with the reason if the host cannot do it.
 set -u
-per_rank=0 kills=0 huge=0
+per_rank=0 kills=0 huge=0 stranger=""
 while [ $# -gt 0 ]; do
 	case $1 in
+	--stranger) stranger=$2; shift ;;
 	--per-rank) per_rank=1 ;;
 	--kills) kills=1 ;;
 	--huge) huge=1 ;;
@@ -55,6 +62,10 @@ memif) [ "$n" = 2 ] || { echo "memif joins two ranks" >&2; exit 1; } ;;
 netns) [ "$n" = 2 ] && [ $per_rank = 1 ] || { echo "netns: --per-rank, two ranks" >&2; exit 1; } ;;
 bridge) ;;
 *) echo "unknown mode $mode" >&2; exit 1 ;;
+esac
+case $mode in
+bridge) ;;
+*) [ -z "$stranger" ] || { echo "--stranger: bridge only" >&2; exit 1; } ;;
 esac
 
 id=xpj$$
@@ -127,6 +138,18 @@ bridge)
 		eal+="${eal:+;}--lcores=0@(0-1) $common --vdev=net_af_packet0,iface=r$i"
 	done
 	run_in=(ip netns exec "$ns")
+	if [ -n "$stranger" ]; then
+		ip netns add "${id}x" 2>/dev/null || skip "cannot create a network namespace"
+		made+=("${id}x")
+		quiet_ns "${id}x"
+		ip -n "$ns" link add sx type veth peer name x0 netns "${id}x" || exit 1
+		ip -n "$ns" link set sx master br0
+		ip -n "$ns" link set sx up
+		ip -n "${id}x" link set x0 up
+		ip -n "$ns" link set br0 type bridge ageing_time 0
+		ip netns exec "${id}x" "$stranger" x0 300 >"$tmp/stranger.out" 2>&1 &
+		stranger_pid=$!
+	fi
 	;;
 netns)
 	a=${id}a b=${id}b
@@ -178,6 +201,14 @@ else
 		r=$?
 		[ $rc = 0 ] && rc=$r
 	done
+fi
+
+if [ -n "$stranger" ]; then
+	kill -TERM "$stranger_pid" 2>/dev/null
+	wait "$stranger_pid"
+	r=$?
+	cat "$tmp/stranger.out"
+	[ $rc = 0 ] && rc=$r
 fi
 
 if [ -n "$hugemnt" ] && [ -n "$(ls -A "$hugemnt")" ] && [ $kills = 0 ]; then

@@ -49,6 +49,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 
+#include "dpdk/dpdk_auth.h"
 #include "dpdk/dpdk_port.h"
 #include "testutil.h"
 
@@ -102,16 +103,33 @@ static void poll_for(struct xpi_dpdk_port *p, struct got *g, int want, double se
 	}
 }
 
-/* Sends, retrying while the neighbour is being resolved. */
-static void send_retry(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
-		       const struct xpi_dgram_hdr *h, const void *data, size_t len, struct got *g)
+/* Sends, sealed with @key unless NULL, retrying while the neighbour is
+ * being resolved. */
+static void send_sealed(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
+			const struct xpi_dgram_hdr *h, const void *data, size_t len, struct got *g,
+			const struct xpi_dgram_key *key)
 {
 	double end = now_s() + 5;
 	int rc;
-	while ((rc = xpi_dpdk_send(p, ip, port, h, data, len)) == -EAGAIN && now_s() < end)
+	while ((rc = xpi_dpdk_send(p, ip, port, h, data, len, key)) == -EAGAIN && now_s() < end)
 		xpi_dpdk_poll(p, 4, keep, g); /* ARP answers come in here */
 	if (rc < 0)
 		T_FAIL("xpi_dpdk_send to %08x:%u: %d (%s)", ip, port, rc, strerror(-rc));
+}
+
+static void send_retry(struct xpi_dpdk_port *p, uint32_t ip, uint16_t port,
+		       const struct xpi_dgram_hdr *h, const void *data, size_t len, struct got *g)
+{
+	send_sealed(p, ip, port, h, data, len, g, NULL);
+}
+
+/* The key the echo's sealed datagrams go under, the same on both sides. */
+static void echo_key(struct xpi_dgram_key *k)
+{
+	static const uint8_t job_key[32] = { 1, 2, 3 };
+	int mac = xpi_dgram_gcm_ok() ? XPI_DGRAM_MAC_GCM : XPI_DGRAM_MAC_POLY1305;
+	if (xpi_dgram_key_init(k, mac, job_key, NULL, 0, 1, 7, 9) < 0)
+		T_FAIL("xpi_dgram_key_init");
 }
 
 static int ring_body(void)
@@ -395,6 +413,11 @@ static int echo_body(char **a)
 		.type = XPI_DGRAM_DATA, .src_rank = 0, .dst_rank = 1, .psn = 1, .msg_len = 5
 	};
 	send_retry(p, peer, peer_port, &hello, "hello", 5, &g);
+	/* Echoes are sealed (dpdk_auth.h): the kernel's socket takes them only
+	 * if their UDP checksum is right, the device's over the sealed frame
+	 * or none (0) where we compute it, and then checks the MAC. */
+	static struct xpi_dgram_key key;
+	echo_key(&key);
 	for (int i = 0; i < count; i++) {
 		poll_for(p, &g, i + 1, 20);
 		if (g.from_ip != peer || g.from_port != peer_port)
@@ -403,7 +426,8 @@ static int echo_body(char **a)
 		h.src_rank = 0;
 		h.dst_rank = 1;
 		h.psn += 1000;
-		send_retry(p, peer, peer_port, &h, g.payload, g.len, &g);
+		h.seq = (uint64_t)i + 1;
+		send_sealed(p, peer, peer_port, &h, g.payload, g.len, &g, &key);
 	}
 	struct xpi_dpdk_stats st;
 	xpi_dpdk_stats(p, &st);
@@ -453,6 +477,8 @@ static int kernel_body(char **a)
 	if (xpi_dgram_hdr_parse(buf, (size_t)n, 2, &h, &why) < 0 || h.psn != 1 ||
 	    n != XPI_DGRAM_HDR_LEN + 5 || memcmp(buf + XPI_DGRAM_HDR_LEN, "hello", 5) != 0)
 		T_FAIL("kernel: the first datagram is not what DPDK sent (%s)", why);
+	static struct xpi_dgram_key key;
+	echo_key(&key);
 	for (int i = 0; i < count; i++) {
 		size_t len = (size_t)(i * 97) % 1400;
 		struct xpi_dgram_hdr out = { .type = XPI_DGRAM_DATA,
@@ -473,6 +499,9 @@ static int kernel_body(char **a)
 		if (xpi_dgram_hdr_parse(buf, (size_t)n, 2, &h, &why) < 0)
 			T_FAIL("kernel: echo %d: %s", i, why);
 		T_EQ(h.psn, (uint32_t)i + 2 + 1000);
+		T_EQ(h.seq, (uint64_t)i + 1);
+		if (xpi_dgram_verify(&key, buf, (size_t)n) != 0)
+			T_FAIL("kernel: echo %d's MAC does not verify", i);
 		T_EQ(h.ack, (uint32_t)i);
 		T_EQ((size_t)n, XPI_DGRAM_HDR_LEN + len);
 		for (size_t k = 0; k < len; k++)

@@ -30,8 +30,8 @@
 #include "../tl_job.h"
 
 static const size_t sizes[] = {
-	0,     1,     55,     56,     57,     1367,   1368,        1369,
-	1423,  1424,  1425,   2848,   4096,   32767,  32768,       65535,
+	0,     1,     55,     56,     57,     1343,   1344,        1345,
+	1399,  1400,  1401,   2800,   4096,   32767,  32768,       65535,
 	65536, 65537, 262143, 262144, 262145, 524289, 1048576 + 3, 3u << 20
 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
@@ -63,7 +63,7 @@ static void exchange(xp_comm_t *w, int me, uint8_t *out, uint8_t *in)
 
 static size_t burst_len(unsigned i)
 {
-	static const size_t mix[] = { 8, 200, 1424, 1500, 6000, 40000, 70000, 8 };
+	static const size_t mix[] = { 8, 200, 1400, 1500, 6000, 40000, 70000, 8 };
 	return mix[(i * 7) % (sizeof(mix) / sizeof(mix[0]))];
 }
 
