@@ -17,7 +17,7 @@
 #              1%, 5% and 20% of the datagrams each rank receives.
 #   auth       every row above runs with datagram authentication (the
 #              default, docs/DPDK-WIRE.md); memif lat (8 B) and bw (1 MiB)
-#              run again in the same round with XP_DPDK_AUTH=0, so its
+#              run again in the same round with XP_DPDK_AUTH=off, so its
 #              cost is read off one round's pair.
 #
 # Pinning: over memif both sides are pinned alike, each process to its own
@@ -122,8 +122,8 @@ for ((r = 0; r < rounds; r++)); do
 	b_lat+=("$(bare_memif)")
 	m_rate+=("$(xport_memif rate 64 Mmsg_per_s)")
 	m_bw+=("$(xport_memif bw 1048576 bw_MBps)")
-	m_lat_off+=("$(xport_memif lat 8 lat_us_p50 XP_DPDK_AUTH=0)")
-	m_bw_off+=("$(xport_memif bw 1048576 bw_MBps XP_DPDK_AUTH=0)")
+	m_lat_off+=("$(xport_memif lat 8 lat_us_p50 XP_DPDK_AUTH=off)")
+	m_bw_off+=("$(xport_memif bw 1048576 bw_MBps XP_DPDK_AUTH=off)")
 	[ $memif_only = 1 ] && continue
 	a_lat+=("$(xport_afp lat 8 lat_us_p50)")
 	u_lat+=("$(udp lat 8 lat_us_p50)")
@@ -155,9 +155,9 @@ echo "|---|---|---|---|---|"
 echo "| memif 8 B one-way p50 (us) | $(med "${m_lat[@]}") | $(med "${b_lat[@]}") | bare DPDK ping-pong, same frames | $(paired m_lat b_lat) |"
 echo "| memif 64 B rate (M msg/s) | $(med "${m_rate[@]}") | - | | |"
 echo "| memif 1 MiB bw (MB/s) | $(med "${m_bw[@]}") | - | | |"
-echo "| memif 8 B one-way p50, XP_DPDK_AUTH=0 (us) | $(med "${m_lat_off[@]}") | $(med "${b_lat[@]}") | bare DPDK ping-pong, same frames | $(paired m_lat_off b_lat) |"
-echo "| memif 8 B one-way p50, auth on vs off (us) | $(med "${m_lat[@]}") | $(med "${m_lat_off[@]}") | xport, XP_DPDK_AUTH=0 | $(paired m_lat m_lat_off) |"
-echo "| memif 1 MiB bw, auth on vs off (MB/s) | $(med "${m_bw[@]}") | $(med "${m_bw_off[@]}") | xport, XP_DPDK_AUTH=0 | $(paired m_bw m_bw_off) |"
+echo "| memif 8 B one-way p50, XP_DPDK_AUTH=off (us) | $(med "${m_lat_off[@]}") | $(med "${b_lat[@]}") | bare DPDK ping-pong, same frames | $(paired m_lat_off b_lat) |"
+echo "| memif 8 B one-way p50, auth on vs off (us) | $(med "${m_lat[@]}") | $(med "${m_lat_off[@]}") | xport, XP_DPDK_AUTH=off | $(paired m_lat m_lat_off) |"
+echo "| memif 1 MiB bw, auth on vs off (MB/s) | $(med "${m_bw[@]}") | $(med "${m_bw_off[@]}") | xport, XP_DPDK_AUTH=off | $(paired m_bw m_bw_off) |"
 [ $memif_only = 1 ] && exit 0
 echo "| af_packet 8 B one-way p50 (us) | $(med "${a_lat[@]}") | $(med "${u_lat[@]}") | kernel UDP over veth, busy-polled | $(paired a_lat u_lat) |"
 echo "| af_packet 64 B rate (M msg/s) | $(med "${a_rate[@]}") | $(med "${u_rate[@]}") | kernel UDP stream, received | $(paired a_rate u_rate) |"

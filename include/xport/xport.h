@@ -242,6 +242,11 @@ typedef struct xp_config {
 	 * XP_JOB_KEY_REQUIRED=off|on; off (then a missing key is warned once,
 	 * by rank 0). Jobs from a unique id carry their own key. */
 	int job_key_required;
+	/* DPDK datagrams carry a MAC under per-pair keys derived from the job
+	 * key, and nothing in one is used before it verifies
+	 * (docs/DPDK-WIRE.md); XP_DPDK_AUTH=off|on; on. off, on both ends of
+	 * a pair, sends and accepts them without, to measure what it costs. */
+	int dpdk_auth;
 } xp_config_t;
 
 /** Fills @cfg with defaults and then the XP_* environment. A variable whose

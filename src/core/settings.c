@@ -99,6 +99,9 @@ static const struct xpi_setting table[] = {
 	{ "XP_DPDK_DROP", "dpdk_drop", XPI_SET_STRING, F(dpdk_drop), 1, 63, NULL, NULL,
 	  "dpdk, for tests: drop, reorder and duplicate this fraction of received datagrams, "
 	  "LOSS[,REORDER[,DUP]] e.g. 0.05,0.01,0.01 (unset: none)" },
+	{ "XP_DPDK_AUTH", "dpdk_auth", XPI_SET_ENUM, F(dpdk_auth), 0, 0, off_on_names, NULL,
+	  "dpdk: a MAC on every datagram (off: both ends of a pair send and accept them "
+	  "without, to measure the cost)" },
 	{ "XP_DPDK_PEER_TIMEOUT_MS", "dpdk_peer_timeout_ms", XPI_SET_MS, F(dpdk_peer_timeout_ms), 1,
 	  DAY_MS, NULL, NULL,
 	  "dpdk: a peer that acknowledges nothing this long is lost (its operations fail naming "
@@ -378,6 +381,7 @@ static void set_defaults(xp_config_t *cfg)
 	cfg->dpdk_port = 0;
 	cfg->dpdk_udp_port = 47100;
 	cfg->dpdk_peer_timeout_ms = 10000;
+	cfg->dpdk_auth = 1;
 }
 
 int xpi_setting_from_env(const struct xpi_setting *s, xp_config_t *cfg, char *why, size_t n)

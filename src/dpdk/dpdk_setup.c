@@ -146,24 +146,6 @@ static int parse_drop(const char *s, struct dpdk_drop *d, char *why, size_t n)
 	return 0;
 }
 
-/* XP_DPDK_AUTH: 0 turns datagram authentication off (to measure what it
- * costs); unset or 1, on. A pair goes without it only if both its ends
- * turned it off. */
-bool dpdk_auth_wanted(void)
-{
-	const char *v = getenv("XP_DPDK_AUTH");
-	return v == NULL || strcmp(v, "0") != 0;
-}
-
-static int check_auth_setting(char *why, size_t n)
-{
-	const char *v = getenv("XP_DPDK_AUTH");
-	if (v == NULL || v[0] == '\0' || strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
-		return 0;
-	snprintf(why, n, "XP_DPDK_AUTH=%s is not accepted: 1 (the default) or 0", v);
-	return -EINVAL;
-}
-
 /* This rank's settings, checked: the card refuses a job whose settings do
  * not parse rather than leave its peers to the next transport quietly. */
 static int settings(const xp_context_t *ctx, uint32_t *ip, char *eal, size_t eal_len,
@@ -174,8 +156,6 @@ static int settings(const xp_context_t *ctx, uint32_t *ip, char *eal, size_t eal
 		rc = eal_args(ctx->cfg.dpdk_eal, ctx->rank, eal, eal_len, why, n);
 	if (rc == 0 && drop != NULL)
 		rc = parse_drop(ctx->cfg.dpdk_drop, drop, why, n);
-	if (rc == 0)
-		rc = check_auth_setting(why, n);
 	return rc;
 }
 
@@ -351,7 +331,7 @@ static int dpdk_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 		if (xpi_dpdk_port_wait_link(t->port, wait_ms) == 0)
 			mine = (struct xchg){
 				.ok = 1,
-				.auth = (uint8_t)((dpdk_auth_wanted() ? XCHG_AUTH : 0) |
+				.auth = (uint8_t)((ctx->cfg.dpdk_auth ? XCHG_AUTH : 0) |
 						  (xpi_dgram_gcm_ok() ? XCHG_GCM : 0)),
 				.udp_port = (uint16_t)ctx->cfg.dpdk_udp_port,
 				.ip = ip,
@@ -366,10 +346,10 @@ static int dpdk_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 	if (rc == 0)
 		rc = xpi_boot_allgather(boot, &mine, sizeof(mine), all);
 	int nok = 0;
-	/* The job's identity, bound into the pair keys (dpdk_auth.h): none
-	 * yet on this branch; with xpi_boot_job_id, this line becomes
-	 * job_id = xpi_boot_job_id(boot). */
-	const uint8_t *job_id = NULL;
+	/* The job's identity, bound into the pair keys (dpdk_auth.h): two
+	 * jobs that share a key never accept each other's datagrams. */
+	_Static_assert(XPI_DPDK_JOB_ID_LEN == XPI_BOOT_JOB_ID_LEN, "the job id is the boot's");
+	const uint8_t *job_id = xpi_boot_job_id(boot);
 	for (int p = 0; rc == 0 && p < size; p++) {
 		ok[p] = p != me && want[p] && mine.ok == 1 && all[p].ok == 1;
 		/* ARP speaks with peers only; a pair whose keys cannot be made

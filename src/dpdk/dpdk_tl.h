@@ -127,7 +127,7 @@ struct dpdk_peer {
 	uint32_t ip, epoch; /* the peer's address and incarnation */
 	uint16_t udp_port;
 	/* Authentication (dpdk_auth.h): on for the pair unless both ends
-	 * turned it off (XP_DPDK_AUTH=0). */
+	 * turned it off (XP_DPDK_AUTH=off). */
 	bool auth;
 	uint64_t tx_seq; /* the seq of our last datagram to it */
 	struct xpi_dgram_replay replay;
@@ -220,7 +220,6 @@ void dpdk_timer_fire(struct xp_context *ctx, struct xpi_timer *timer);
 extern const struct xpi_tl_ops xpi_dpdk_ops;
 
 /* dpdk_setup.c */
-bool dpdk_auth_wanted(void);
 void dpdk_destroy(void *tl);
 
 #endif

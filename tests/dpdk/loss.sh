@@ -8,7 +8,7 @@
 # checks from the transport's own counters (XP_DEBUG=transport) that the
 # injection really happened on both ranks, that lost datagrams were
 # really sent again, and that every datagram was authenticated (no MAC
-# refused: the knob acts after verification) or, with XP_DPDK_AUTH=0,
+# refused: the knob acts after verification) or, with XP_DPDK_AUTH=off,
 # that rendezvous windows went by reference (zero copy), so a knob or a
 # path that did nothing cannot pass.
 #
@@ -34,12 +34,12 @@ for r in 0 1; do
 	[ "$res" -gt 0 ] || { echo "rank $r: nothing was sent again"; fail=1; }
 	[ -z "${reorder:-}" ] || [ "$o" -gt 0 ] || { echo "rank $r: nothing was reordered"; fail=1; }
 	[ -z "${dup:-}" ] || [ "$u" -gt 0 ] || { echo "rank $r: nothing was duplicated"; fail=1; }
-	if [ "${XP_DPDK_AUTH:-1}" = 0 ]; then
+	if [ "${XP_DPDK_AUTH:-on}" = off ]; then
 		# memif takes chained frames: rendezvous windows go by
 		# reference, resends included (not sealed ones: dpdk_port.h).
 		z=$(sed -n 's/.*by reference \([0-9]*\).*/\1/p' <<<"$line")
 		[ "${z:-0}" -gt 0 ] || { echo "rank $r: no datagram was sent by reference"; fail=1; }
-		grep -q "auth off" <<<"$line" || { echo "rank $r: XP_DPDK_AUTH=0, and auth is on"; fail=1; }
+		grep -q "auth off" <<<"$line" || { echo "rank $r: XP_DPDK_AUTH=off, and auth is on"; fail=1; }
 	else
 		grep -Eq "auth (gcm|poly1305): bad MAC 0," <<<"$line" ||
 			{ echo "rank $r: not authenticated, or a MAC refused"; fail=1; }
