@@ -45,8 +45,6 @@ long bc_regs_find_linear(struct bc_regs *r, long n);
 void bc_reduce(void *acc, const void *in, size_t count, int work, int op);
 void bc_f16_to_f32(float *out, const uint16_t *in, size_t n);
 void bc_f32_to_f16(uint16_t *out, const float *in, size_t n);
-void bc_f16_to_f64(double *out, const uint16_t *in, size_t n);
-void bc_f64_to_f16(uint16_t *out, const double *in, size_t n);
 
 /* Ordinary pages: hugetlb availability differs between hosts and would make
  * runs incomparable; the free-list code is the same either way. */
@@ -263,14 +261,4 @@ void bc_f16_to_f32(float *out, const uint16_t *in, size_t n)
 void bc_f32_to_f16(uint16_t *out, const float *in, size_t n)
 {
 	xpi_f32_to_f16(out, in, n);
-}
-
-void bc_f16_to_f64(double *out, const uint16_t *in, size_t n)
-{
-	xpi_f16_to_f64(out, in, n);
-}
-
-void bc_f64_to_f16(uint16_t *out, const double *in, size_t n)
-{
-	xpi_f64_to_f16(out, in, n);
 }

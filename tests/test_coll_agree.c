@@ -8,10 +8,13 @@
  * Run under xprun; COLL_AGREE_HOSTS lists each rank's host ("0,1,2,0":
  * ranks 0 and 3 share a host; cycled if shorter than the job). The world
  * and every part of it of 3 ranks or more (xp_comm_split) is checked, so
- * one job covers many uneven layouts: for counts around every point where
- * the choice changes (found by rank 0 of the part, sent to all), every
- * member's xp_allreduce_algo_get must agree, and then the allreduce must
- * finish with the right sum.
+ * one job covers many uneven layouts; with COLL_AGREE_SHAPES set, instead,
+ * one part for every uneven shape of 3 to 8 ranks (the hosts' sizes: 46
+ * of them, from 2+1 to 2+1+1+1+1+1+1), from a job whose hosts have room
+ * for all. For each, at counts around every point where the choice
+ * changes (found by rank 0 of the part, sent to all), every member's
+ * xp_allreduce_algo_get must agree, and then the allreduce must finish
+ * with the right sum.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -157,6 +160,96 @@ static void check_comm(xp_comm_t *comm, int32_t wr, int world_size, const char *
 	free(who);
 }
 
+/* Rank @r's host in @layout (cycled). */
+static int host_of(const char *layout, int r)
+{
+	int nlist = 1;
+	for (const char *c = layout; *c != '\0'; c++)
+		nlist += *c == ',';
+	const char *e = layout;
+	for (int i = 0; i < r % nlist; i++)
+		e = strchr(e, ',') + 1;
+	return atoi(e);
+}
+
+/* The job's parts to check: every part of 3 ranks or more, or (@shapes)
+ * one part for every uneven shape of 3 to 8 ranks on 2 or more hosts (the
+ * hosts' sizes, largest first), taken from the job's largest hosts.
+ * Returns how many (at most @cap) into @masks. */
+#define MAX_PARTS 512
+
+static int shapes_from(const int *size, const unsigned *ranks_on, int nh, int left, int at,
+		       int most, int *part, int nparts, unsigned *masks, int n, int cap)
+{
+	if (left == 0) {
+		bool uneven = false;
+		for (int i = 1; i < nparts; i++)
+			uneven |= part[i] != part[0];
+		if (nparts < 2 || !uneven)
+			return n;
+		unsigned m = 0;
+		for (int i = 0; i < nparts; i++) {
+			if (size[i] < part[i])
+				T_FAIL("the layout has no room for a part of %d on its host %d",
+				       part[i], i);
+			/* The first part[i] ranks of the i-th largest host. */
+			unsigned on = ranks_on[i];
+			for (int k = 0; k < part[i]; k++) {
+				m |= on & -on;
+				on &= on - 1;
+			}
+		}
+		T_CHECK(n < cap);
+		masks[n++] = m;
+		return n;
+	}
+	if (at == nh)
+		return n;
+	for (int k = left < most ? left : most; k >= 1; k--) {
+		part[nparts] = k;
+		n = shapes_from(size, ranks_on, nh, left - k, at + 1, k, part, nparts + 1, masks, n,
+				cap);
+	}
+	return n;
+}
+
+static int parts_of(const char *layout, int n, bool shapes, unsigned *masks)
+{
+	int count = 0;
+	if (!shapes) {
+		for (unsigned mask = 1; mask < (1u << n); mask++)
+			if (__builtin_popcount(mask) >= 3)
+				masks[count++] = mask;
+		return count;
+	}
+	/* The hosts, largest first (then by number). */
+	int size[16] = { 0 }, id[16], nh = 0;
+	unsigned ranks_on[16] = { 0 };
+	for (int r = 0; r < n; r++) {
+		int h = host_of(layout, r), i = 0;
+		while (i < nh && id[i] != h)
+			i++;
+		if (i == nh)
+			id[nh++] = h;
+		size[i]++;
+		ranks_on[i] |= 1u << r;
+	}
+	for (int i = 0; i < nh; i++)
+		for (int j = i + 1; j < nh; j++)
+			if (size[j] > size[i]) {
+				int t = size[i];
+				size[i] = size[j];
+				size[j] = t;
+				unsigned u = ranks_on[i];
+				ranks_on[i] = ranks_on[j];
+				ranks_on[j] = u;
+			}
+	int part[8];
+	for (int k = 3; k <= 8; k++)
+		count = shapes_from(size, ranks_on, nh, k, 0, k, part, 0, masks, count, MAX_PARTS);
+	return count;
+}
+
 int main(void)
 {
 	if (getenv("XP_RANK") == NULL) {
@@ -166,34 +259,26 @@ int main(void)
 	const char *layout = getenv("COLL_AGREE_HOSTS");
 	if (layout == NULL || *layout == '\0')
 		layout = "0";
+	bool shapes = getenv("COLL_AGREE_SHAPES") != NULL;
 	int rank = atoi(getenv("XP_RANK"));
-	/* This rank's entry of the list, cycled. */
-	int nlist = 1;
-	for (const char *c = layout; *c != '\0'; c++)
-		nlist += *c == ',';
-	const char *e = layout;
-	for (int i = 0; i < rank % nlist; i++)
-		e = strchr(e, ',') + 1;
 	char host[32];
-	snprintf(host, sizeof(host), "agree-host-%d", atoi(e));
+	snprintf(host, sizeof(host), "agree-host-%d", host_of(layout, rank));
 	setenv("XP_HOST_ID", host, 1);
 
 	xp_context_t *ctx;
 	T_OK(xp_init(NULL, &ctx));
 	xp_comm_t *world = xp_comm_world(ctx);
 	int n = xp_size(ctx);
-	T_CHECK(n <= 16);
-	int parts = 0;
-	for (unsigned mask = 1; mask < (1u << n); mask++) {
-		if (__builtin_popcount(mask) < 3)
-			continue;
-		bool in = mask & (1u << rank);
+	T_CHECK(n <= 16 && (shapes || n <= 8));
+	static unsigned masks[MAX_PARTS > 256 ? MAX_PARTS : 256];
+	int parts = parts_of(layout, n, shapes, masks);
+	for (int i = 0; i < parts; i++) {
+		bool in = masks[i] & (1u << rank);
 		xp_comm_t *sub = NULL;
 		T_OK(xp_comm_split(world, in ? 0 : XP_UNDEFINED, rank, &sub));
 		if (in)
 			check_comm(sub, rank, n, layout);
 		xp_comm_free(sub);
-		parts++;
 	}
 	T_OK(xp_barrier(world));
 	if (rank == 0)

@@ -712,24 +712,35 @@ typedef enum xp_dtype {
  * sum divided by the number of ranks (integers: truncated toward zero).
  * Integer sums and products wrap.
  *
- * float16 and bfloat16 are reduced in float64 (partial results travel
- * between ranks as float64: four times the bytes of the 16-bit vector)
- * and rounded to the 16-bit type once, to nearest even, at the end. What
- * that gives, over p ranks:
+ * float16 and bfloat16 are widened exactly to float32, reduced in float32
+ * (partial results travel between ranks as float32: twice the bytes of the
+ * 16-bit vector) and rounded to the 16-bit type once, to nearest even, at
+ * the end; each float32 partial is rounded too, so from three ranks on a
+ * result can be rounded twice. Exactly, over p ranks, with inputs x_i, RN
+ * rounding to the 16-bit type, u = 2^-24 and g(k) = k*u / (1 - k*u):
  *  - XP_MIN, XP_MAX: exact.
- *  - float16 XP_SUM: the exact sum rounded once, for p up to 8192 (every
- *    such sum is exact in float64). XP_AVG: that sum divided in float64,
- *    still the exact average rounded once for p up to 4096.
- *  - float16 XP_PROD: the exact product rounded once for p up to 4; beyond,
- *    each float64 product is rounded too (relative error 2^-53 a step).
- *  - bfloat16 XP_SUM: the exact sum rounded once when the binary exponents
- *    of the nonzero inputs (floor(log2 |x|), -126 for subnormals) lie
- *    within 45 - ceil(log2 p) of each other (37 at 256 ranks); otherwise
- *    each float64 partial sum is rounded (at most 2^-53 of its magnitude),
- *    which can move the result by a unit in the last place near a halfway
- *    point, or more after cancellation (2^100 + 1 - 2^100 may give 0).
- *    XP_AVG divides that sum once more in float64; XP_PROD is as float16's
- *    for p up to 6, rounded in float64 beyond.
+ *  - XP_SUM: RN(s) for a float32 s with |s - S| <= d = g(p-1) * sum |x_i|,
+ *    S the exact sum, on every algorithm. So the result is RN(S), the
+ *    exact sum rounded once, unless a halfway point between two adjacent
+ *    values of the type lies within d of S: then it is one of those two (in
+ *    general, it lies between RN(S - d) and RN(S + d)). The largest finite
+ *    value and infinity count as adjacent (halfway: 65520 for float16,
+ *    2^128 - 2^119 for bfloat16). Example: float16 1 + 2^-11 + 2^-24 over
+ *    three ranks gives 0x3c00, RN(S) being 0x3c01 (s = 1 + 2^-11 lies on
+ *    the halfway point; S is 2^-24 from it, d about 2^-23).
+ *  - XP_AVG: as XP_SUM with S / p and d = g(p) * sum |x_i| / p (the division
+ *    is one more float32 rounding), plus 2^-150 for a bfloat16 average below
+ *    2^-126.
+ *  - XP_PROD: as XP_SUM with the exact product P and d = g(p-1) * |P|, while
+ *    every partial product is zero or a normal float32 (magnitude 2^-126 to
+ *    2^128), as float16 products always are for p <= 5; a partial product
+ *    beyond that underflows or overflows as float32 does.
+ *  - Overflow: float16 partial sums never overflow float32. A bfloat16
+ *    partial sum cannot while sum |x_i| < 2^127; beyond, one may be +-inf:
+ *    with inputs of one sign the result is then +-inf, as RN(S) is (p <
+ *    2^15); with both signs it may be +-inf or NaN where S is finite.
+ * These hold in the default floating-point environment (round to nearest,
+ * no flush-to-zero of subnormals).
  */
 typedef enum xp_op { XP_SUM = 0, XP_PROD, XP_MIN, XP_MAX, XP_AVG, XP_OP_COUNT } xp_op_t;
 

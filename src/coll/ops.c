@@ -2,8 +2,8 @@
 /*
  * The reductions (allreduce, reduce, reduce_scatter), blocking and not:
  * argument checks, the working type (float16 and bfloat16 are reduced in
- * float64 and rounded once, at the end: reduce.h), the choice of algorithm, and the
- * schedule that runs it.
+ * float32 and rounded to their own type once, at the end: reduce.h), the
+ * choice of algorithm, and the schedule that runs it.
  */
 #include <errno.h>
 #include <math.h>
@@ -67,9 +67,9 @@ static void combine3_kernel(void *out, const void *one, const void *in, size_t c
 static void from_work(void *dst, const void *src, size_t count, xp_dtype_t dt)
 {
 	if (dt == XP_FLOAT16)
-		xpi_f64_to_f16(dst, src, count);
+		xpi_f32_to_f16(dst, src, count);
 	else if (dt == XP_BFLOAT16)
-		xpi_f64_to_bf16(dst, src, count);
+		xpi_f32_to_bf16(dst, src, count);
 	else if (count > 0)
 		memcpy(dst, src, count * xp_dtype_size(dt));
 }
@@ -88,7 +88,7 @@ static void reduction_finish(struct xpi_sched *s)
 /*
  * The vector to reduce, in the working type: @dst itself when that is the
  * working type (the input copied there first unless in place), else a
- * float64 copy of the input in the schedule's scratch. Sets how and fin.
+ * float32 copy of the input in the schedule's scratch. Sets how and fin.
  * With @in_out not NULL, an input the algorithm can read where it is is
  * not copied: *@in_out says where (NULL: it is in the vector returned).
  */
@@ -118,9 +118,9 @@ static void *work_begin_src(struct xpi_sched *s, const void *src, void *dst, siz
 	if (buf == NULL)
 		return NULL;
 	if (dt == XP_FLOAT16)
-		xpi_f16_to_f64(buf, in, count);
+		xpi_f16_to_f32(buf, in, count);
 	else if (dt == XP_BFLOAT16)
-		xpi_bf16_to_f64(buf, in, count);
+		xpi_bf16_to_f32(buf, in, count);
 	else if (count > 0)
 		memcpy(buf, in, count * xp_dtype_size(dt));
 	s->fin.work = buf;

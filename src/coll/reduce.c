@@ -43,7 +43,7 @@ XPI_EXPORT size_t xp_dtype_size(xp_dtype_t dtype)
 
 xp_dtype_t xpi_reduce_work_type(xp_dtype_t dt)
 {
-	return dt == XP_FLOAT16 || dt == XP_BFLOAT16 ? XP_FLOAT64 : dt;
+	return dt == XP_FLOAT16 || dt == XP_BFLOAT16 ? XP_FLOAT32 : dt;
 }
 
 /* A value's bits and back; memcpy is what C allows for it, and compilers
@@ -275,153 +275,130 @@ void xpi_reduce_avg_finish(void *acc, size_t count, xp_dtype_t work, int nranks)
 }
 
 /*
+ * What a float16 or bfloat16 reduction delivers (the bounds xport.h states;
+ * issue 24, 6). Each rank's input is widened exactly to float32 (both types'
+ * values are floats). Every algorithm (recursive doubling, ring,
+ * Rabenseifner's, hierarchical, shared memory; reduce's binomial tree;
+ * reduce_scatter's ring) combines float32 vectors only, through
+ * xpi_reduce()/xpi_reduce3() in the work type, and sends float32 partials;
+ * the only narrowing is ops.c's from_work(), once, on the final vector.
+ *
+ * SUM over p ranks: whatever the tree, the exact sum S = x_1 + ... + x_p is
+ * reached by p - 1 float32 additions, each of two exact inputs or earlier
+ * partials, each rounded once: fl(a + b) = (a + b)(1 + e), |e| <= u = 2^-24
+ * (an addition whose result is subnormal is exact, so no underflow term).
+ * Unrolled, each x_i is multiplied by at most p - 1 factors (1 + e), so
+ * the float32 result s has |s - S| <= d = g(p-1) * sum |x_i|, with
+ * g(k) = k u / (1 - k u) (Higham, Accuracy and Stability, 2nd ed., 4.2 and
+ * lemma 3.1). The result is RN(s), RN rounding to nearest even in the
+ * 16-bit type, and RN is monotone: RN(S - d) <= RN(s) <= RN(S + d). So it is
+ * RN(S), the once-rounded sum, unless a halfway point between two adjacent
+ * values of the type lies within d of S; then it is one of those two (if d
+ * is below half their spacing, the usual case). The largest finite value
+ * and infinity count as adjacent, halfway at 65520 (float16) and
+ * 2^128 - 2^119 (bfloat16).
+ *
+ * AVG divides s by p in float32 (div_f32; (float)p is exact to 2^24): one
+ * more factor (1 + e), so |fl(s / p) - S / p| <= g(p) * sum |x_i| / p, plus
+ * 2^-150 when the quotient is below 2^-126 (a subnormal float is rounded
+ * absolutely: only bfloat16 gets there). PROD: p - 1 multiplications, the
+ * relative bound |s - P| <= g(p-1) |P|, while every partial product is
+ * zero or a normal float (below it, the error is absolute; above, infinity).
+ * float16 products stay normal for p <= 5 (2^-24^5 = 2^-120, 65504^5 < 2^80).
+ * MIN and MAX choose one of the inputs: exact, and so is narrowing it.
+ *
+ * Overflow: a float16 partial sum is at most p * 65504 in magnitude, far
+ * from float32's 2^128. A bfloat16 partial sum is at most (1 + g(p-1)) sum
+ * |x_i|, so none overflows while sum |x_i| < 2^127 and the bound holds.
+ * Beyond, a partial may round to +-inf. With inputs of one sign that
+ * happens only when |S| is near or past 2^128, and (for p < 2^15) the
+ * result is +-inf, as RN(S) is; with both signs, the result may be +-inf or NaN (+inf + -inf)
+ * where S is finite, or finite where S is not.
+ *
+ * Rounding to the 16-bit type between steps would break the bound (1 +
+ * 2^-11 + 2^-13 in float16 would give 1 in some orders, not RN(S) = 1 +
+ * 2^-10), so nothing does; float64 partials would make float16 sums exact
+ * (1586aea) but double the bytes on the wire, and halved float16
+ * allreduce's bandwidth.
+ */
+/*
  * binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; binary32: 1, 8
  * (bias 127), 23. A normal half's exponent and mantissa, shifted left by 13,
  * are a float's once the exponent is rebiased by 127 - 15 = 112, i.e. plus
- * 112 << 23 = 0x38000000. Each element function computes every case's
- * answer and picks one with ternaries, so the loops over them have no
- * branch and vectorise.
+ * 112 << 23 = 0x38000000. Each loop computes every case's answer and picks
+ * one with ternaries, so it has no branch and vectorises.
  */
 #define H_REBIAS 0x38000000u
 
-static inline float f16_to_f32_one(uint16_t h)
+XPI_KERNEL_CLONES void xpi_f16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n)
 {
-	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-	uint32_t em = h & 0x7fffu; /* exponent and mantissa */
-	/* Exponent 31 (infinity, NaN) is rebiased once more, to 255; a NaN is
-	 * made quiet (bit 22). */
-	uint32_t r = (em << 13) + H_REBIAS + (em >= 0x7c00 ? H_REBIAS : 0);
-	r |= em > 0x7c00 ? 0x00400000u : 0;
-	/* Exponent 0: mantissa x 2^-24, exact in float (and a normal one: no
-	 * subnormal float is made, so a program's flush-to-zero or
-	 * denormals-are-zero mode changes nothing). */
-	uint32_t sub = f32_bits((float)(int32_t)em * 0x1p-24f);
-	return f32_from(sign | (em < 0x0400 ? sub : r));
+	for (size_t i = 0; i < n; i++) {
+		uint32_t sign = (uint32_t)(in[i] & 0x8000) << 16;
+		uint32_t em = in[i] & 0x7fffu; /* exponent and mantissa */
+		/* Exponent 31 (infinity, NaN) is rebiased once more, to 255; a
+		 * NaN is made quiet (bit 22). */
+		uint32_t r = (em << 13) + H_REBIAS + (em >= 0x7c00 ? H_REBIAS : 0);
+		r |= em > 0x7c00 ? 0x00400000u : 0;
+		/* Exponent 0: mantissa x 2^-24, exact in float (and a normal one:
+		 * no subnormal float is made, so a program's flush-to-zero or
+		 * denormals-are-zero mode changes nothing). */
+		uint32_t sub = f32_bits((float)(int32_t)em * 0x1p-24f);
+		out[i] = f32_from(sign | (em < 0x0400 ? sub : r));
+	}
 }
 
-static inline uint16_t f32_to_f16_one(float f)
+XPI_KERNEL_CLONES void xpi_f32_to_f16(uint16_t *restrict out, const float *restrict in, size_t n)
 {
-	uint32_t u = f32_bits(f);
-	uint32_t sign = (u >> 16) & 0x8000;
-	uint32_t a = u & 0x7fffffffu;
-	/* A NaN: quiet (bit 9), keeping the payload's upper 9 bits. */
-	uint32_t nan = 0x7e00 | ((a >> 13) & 0x3ff);
-	/*
-	 * Normal: rebias and drop 13 bits, rounding to nearest even by adding
-	 * just under half (0xfff) plus the kept part's lowest bit. A carry out
-	 * of the mantissa bumps the exponent, which is the right answer; from
-	 * 65520 (0x477ff000, halfway between 65504 and 2^16) up it would reach
-	 * exponent 31: infinity.
-	 */
-	uint32_t normal = (a - H_REBIAS + 0xfff + ((a >> 13) & 1)) >> 13;
-	/*
-	 * Below 2^-14 the half is subnormal: |x| rounded to a multiple of
-	 * 2^-24. Adding 0.5f does that rounding in the FPU (floats in [0.5, 1)
-	 * are the multiples of 2^-24 there), and the sum's mantissa bits are
-	 * then the half's: no variable shift, which SSE2 lacks. The result
-	 * 0x400 (rounded up to 2^-14) is the smallest normal half, also right.
-	 */
-	uint32_t sub = f32_bits(f32_from(a) + 0.5f) - 0x3f000000u;
-	uint32_t r = a > 0x7f800000u  ? nan :
-		     a >= 0x477ff000u ? 0x7c00u :
-		     a >= 0x38800000u ? normal :
-					sub;
-	return (uint16_t)(sign | r);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t u = f32_bits(in[i]);
+		uint32_t sign = (u >> 16) & 0x8000;
+		uint32_t a = u & 0x7fffffffu;
+		/* A NaN: quiet (bit 9), keeping the payload's upper 9 bits. */
+		uint32_t nan = 0x7e00 | ((a >> 13) & 0x3ff);
+		/*
+		 * Normal: rebias and drop 13 bits, rounding to nearest even by
+		 * adding just under half (0xfff) plus the kept part's lowest
+		 * bit. A carry out of the mantissa bumps the exponent, which is
+		 * the right answer; from 65520 (0x477ff000, halfway between
+		 * 65504 and 2^16) up it would reach exponent 31: infinity.
+		 */
+		uint32_t normal = (a - H_REBIAS + 0xfff + ((a >> 13) & 1)) >> 13;
+		/*
+		 * Below 2^-14 the half is subnormal: |x| rounded to a multiple of
+		 * 2^-24. Adding 0.5f does that rounding in the FPU (floats in
+		 * [0.5, 1) are the multiples of 2^-24 there), and the sum's
+		 * mantissa bits are then the half's: no variable shift, which SSE2
+		 * lacks. The result 0x400 (rounded up to 2^-14) is the smallest
+		 * normal half, also right.
+		 */
+		uint32_t sub = f32_bits(f32_from(a) + 0.5f) - 0x3f000000u;
+		uint32_t r = a > 0x7f800000u  ? nan :
+			     a >= 0x477ff000u ? 0x7c00u :
+			     a >= 0x38800000u ? normal :
+						sub;
+		out[i] = (uint16_t)(sign | r);
+	}
 }
 
 /* bfloat16 is a float's upper half: widening is a shift. */
-static inline float bf16_to_f32_one(uint16_t b)
+XPI_KERNEL_CLONES void xpi_bf16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n)
 {
-	uint32_t u = (uint32_t)b << 16;
-	uint32_t quiet = (b & 0x7fff) > 0x7f80 ? 0x00400000u : 0;
-	return f32_from(u | quiet);
-}
-
-static inline uint16_t f32_to_bf16_one(float f)
-{
-	uint32_t u = f32_bits(f);
-	/* Round to nearest even at bit 16, as above; the carry reaches the
-	 * exponent, and infinity from the largest finite bf16 up. Only a NaN
-	 * could carry out of 32 bits, and it is apart. */
-	uint32_t rounded = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
-	uint32_t nan = (u >> 16) | 0x0040;
-	return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-
-/*
- * From float64 straight to the 16-bit type, rounding once (through float32
- * would round twice: a double just above a halfway point of float16 can
- * round to that halfway point as a float, then to even, issue 24, 6). The
- * same steps as from float32, on binary64's fields (11 exponent bits, bias
- * 1023; 52 mantissa bits, 20 of them in the upper word): the top of the
- * mantissa kept (@drop bits of the upper word dropped, and the lower
- * word), the exponent rebiased by @rebias (in place in the upper word)
- * from @normal_from (the smallest normal) up, infinity (@inf) from
- * @inf_from. Below @normal_from the result is a multiple of the narrow
- * type's smallest subnormal, the unit in the last place of @sub_unit: the
- * FPU rounds |x| to one in |x| + @sub_unit. Only normal doubles are added,
- * so no flush-to-zero mode can change a result.
- */
-static inline uint16_t f64_narrow(double d, unsigned drop, uint32_t rebias, uint32_t nan_quiet,
-				  uint32_t inf_from, uint32_t inf, uint32_t normal_from,
-				  double sub_unit)
-{
-	uint64_t u = f64_bits(d);
-	/* The upper word, with anything set in the lower one (which lies
-	 * wholly below the rounding bit) folded into its lowest bit: enough
-	 * to round, and the rest is 32-bit work, as wide as the result's. */
-	uint32_t a = (uint32_t)(u >> 32) & 0x7fffffffu;
-	a |= (uint32_t)u != 0;
-	uint32_t sign = (uint32_t)(u >> 48) & 0x8000;
-	uint32_t nan = inf | nan_quiet | ((a >> drop) & (nan_quiet - 1));
-	uint32_t half = (1u << (drop - 1)) - 1;
-	uint32_t normal = (a - rebias + half + ((a >> drop) & 1)) >> drop;
-	/* The sum's lower word is the count of units: sub_unit's is zero. */
-	uint32_t sub = (uint32_t)f64_bits(fabs(d) + sub_unit);
-	uint32_t r = a > 0x7ff00000u ? nan : a >= inf_from ? inf : a >= normal_from ? normal : sub;
-	return (uint16_t)(sign | r);
-}
-
-/* float16: 10 of the upper word's 20 mantissa bits; exponent 1023 -> 15
- * (minus 1008 << 20); infinity from 65520, halfway between 65504 and
- * 2^16; normal from 2^-14; subnormals of 2^-24, the unit of 2^28. */
-static inline uint16_t f64_to_f16_one(double d)
-{
-	return f64_narrow(d, 10, 0x3f000000u, 0x200, 0x40effe00u, 0x7c00, 0x3f100000u, 0x1p28);
-}
-
-/* bfloat16: 7 of 20; exponent 1023 -> 127 (minus 896 << 20); infinity
- * from 2^128 (from halfway between the largest bfloat16 and 2^128 the
- * carry gives it too); normal from 2^-126; subnormals of 2^-133, the
- * unit of 2^-81. */
-static inline uint16_t f64_to_bf16_one(double d)
-{
-	return f64_narrow(d, 13, 0x38000000u, 0x40, 0x47f00000u, 0x7f80, 0x38100000u, 0x1p-81);
-}
-
-/* Widening to double through float is exact twice. */
-static inline double f16_to_f64_one(uint16_t h)
-{
-	return (double)f16_to_f32_one(h);
-}
-
-static inline double bf16_to_f64_one(uint16_t b)
-{
-	return (double)bf16_to_f32_one(b);
-}
-
-/* Each conversion: the element function over the array. */
-#define XPI_CONVERSION(name, To, From, one)                                                        \
-	XPI_KERNEL_CLONES void name(To *restrict out, const From *restrict in, size_t n)           \
-	{                                                                                          \
-		for (size_t i = 0; i < n; i++)                                                     \
-			out[i] = one(in[i]);                                                       \
+	for (size_t i = 0; i < n; i++) {
+		uint32_t u = (uint32_t)in[i] << 16;
+		uint32_t quiet = (in[i] & 0x7fff) > 0x7f80 ? 0x00400000u : 0;
+		out[i] = f32_from(u | quiet);
 	}
-XPI_CONVERSION(xpi_f16_to_f32, float, uint16_t, f16_to_f32_one)
-XPI_CONVERSION(xpi_f32_to_f16, uint16_t, float, f32_to_f16_one)
-XPI_CONVERSION(xpi_bf16_to_f32, float, uint16_t, bf16_to_f32_one)
-XPI_CONVERSION(xpi_f32_to_bf16, uint16_t, float, f32_to_bf16_one)
-XPI_CONVERSION(xpi_f16_to_f64, double, uint16_t, f16_to_f64_one)
-XPI_CONVERSION(xpi_f64_to_f16, uint16_t, double, f64_to_f16_one)
-XPI_CONVERSION(xpi_bf16_to_f64, double, uint16_t, bf16_to_f64_one)
-XPI_CONVERSION(xpi_f64_to_bf16, uint16_t, double, f64_to_bf16_one)
+}
+
+XPI_KERNEL_CLONES void xpi_f32_to_bf16(uint16_t *restrict out, const float *restrict in, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t u = f32_bits(in[i]);
+		/* Round to nearest even at bit 16, as above; the carry reaches
+		 * the exponent, and infinity from the largest finite bf16 up.
+		 * Only a NaN could carry out of 32 bits, and it is apart. */
+		uint32_t rounded = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
+		uint32_t nan = (u >> 16) | 0x0040;
+		out[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+	}
+}

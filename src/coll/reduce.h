@@ -7,16 +7,12 @@
  * xpi_reduce_avg_finish().
  *
  * Collectives compute and send in the *work type* (xpi_reduce_work_type):
- * float16 and bfloat16 are widened to float64 when a rank's data enters the
- * collective and narrowed once when the result leaves it (never through
- * float32, which would round twice). Partial sums travel between ranks as
- * float64 too: as float32, from three ranks on, a value could be rounded
- * twice (issue 24, 6). In float64 every float16 sum of up to 8192
- * values is exact (a float16 is an integer times 2^-24 below 2^40 of them,
- * and 2^13 such sums stay below 2^53), so the result is the exact sum
- * rounded once; bfloat16 spans float32's exponents, so its sums are exact
- * only within a range of magnitudes (the public header states each bound).
- * The kernels themselves never see a 16-bit type.
+ * float16 and bfloat16 are widened to float32 when a rank's data enters the
+ * collective, partial results travel between ranks as float32, and the
+ * result is narrowed to the 16-bit type once, when it leaves the collective.
+ * Nothing narrows between steps: each float32 partial is rounded once, which
+ * is what the public header's error bounds count (derived in reduce.c, above
+ * the conversions). The kernels themselves never see a 16-bit type.
  *
  * Every result is the same on every rank for MIN and MAX whatever order the
  * algorithm combines contributions in (down to the bits, NaN and signed zeros
@@ -35,7 +31,7 @@
 
 #include "xport/xport.h"
 
-/* The type a collective over @dt computes and sends in: XP_FLOAT64 for
+/* The type a collective over @dt computes and sends in: XP_FLOAT32 for
  * XP_FLOAT16 and XP_BFLOAT16, @dt itself otherwise. */
 xp_dtype_t xpi_reduce_work_type(xp_dtype_t dt);
 
@@ -80,23 +76,17 @@ void xpi_reduce3(void *restrict out, const void *restrict one, const void *restr
 void xpi_reduce_avg_finish(void *acc, size_t count, xp_dtype_t work, int nranks);
 
 /*
- * Conversions between the 16-bit float types and float32 or float64, @n
- * elements from @in to @out (which must not overlap). Widening is exact.
- * Narrowing rounds once to nearest, ties to even (from float64 too,
- * directly, not through float32), overflows to +-infinity and gives
- * subnormals where the narrow type has them. A NaN stays a NaN of the same
- * sign, made quiet, keeping the payload's upper bits that fit. Narrowing
- * to float16 (and from float64 to either type) assumes the default
- * rounding mode (to nearest even), as the kernels above do; the bit
- * patterns of the other results do not depend on it.
+ * Conversions between the 16-bit float types and float32, @n elements from
+ * @in to @out (which must not overlap). Widening is exact. Narrowing rounds
+ * to nearest, ties to even, overflows to +-infinity and gives subnormals
+ * where the narrow type has them. A NaN stays a NaN of the same sign, made
+ * quiet, keeping the payload's upper bits that fit. Narrowing to float16
+ * assumes the default rounding mode (to nearest even), as the kernels above
+ * do; the bit patterns of the other results do not depend on it.
  */
 void xpi_f16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n);
 void xpi_f32_to_f16(uint16_t *restrict out, const float *restrict in, size_t n);
 void xpi_bf16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n);
 void xpi_f32_to_bf16(uint16_t *restrict out, const float *restrict in, size_t n);
-void xpi_f16_to_f64(double *restrict out, const uint16_t *restrict in, size_t n);
-void xpi_f64_to_f16(uint16_t *restrict out, const double *restrict in, size_t n);
-void xpi_bf16_to_f64(double *restrict out, const uint16_t *restrict in, size_t n);
-void xpi_f64_to_bf16(uint16_t *restrict out, const double *restrict in, size_t n);
 
 #endif

@@ -390,8 +390,8 @@ int xpi_shmcoll_build(struct xpi_sched *s, void *buf, const void *src, size_t co
 	s->shm.in = src != NULL ? src : buf;
 	s->shm.count = count;
 	s->shm.number = ++comm->shm_calls;
-	/* The program's type, not the working one: float16 and float64 of one
-	 * count reduce alike in float64, but the members still disagree. */
+	/* The program's type, not the working one: float16 and float32 of one
+	 * count reduce alike in float32, but the members still disagree. */
 	s->shm.what = (uint64_t)bytes << 16 | (uint64_t)(s->fin.dtype & 0xff) << 8 |
 		      (uint64_t)(s->how.op & 0xff);
 	s->cleanup = call_over;
