@@ -926,6 +926,12 @@ void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *wh
 			fail_wildcard(ctx, r);
 		}
 	}
+	/* What the transports hold: matched receives waiting for their
+	 * payload, sends the peer announced or claimed. Every transport, not
+	 * only the one that noticed: the peer's other lane holds some too. */
+	for (int i = 0; i < ctx->ntls && !ctx->tls_closing; i++)
+		if (ctx->tls[i].ops->peer_lost != NULL)
+			ctx->tls[i].ops->peer_lost(ctx->tls[i].tl, peer);
 }
 
 /* Completes wildcard receive @r when every other rank is lost, naming them

@@ -173,6 +173,7 @@ static void destroy_networked(xp_context_t *ctx)
 {
 	xpi_context_teardown(ctx);
 	xpi_pool_drop_hooks(ctx->pool);
+	ctx->tls_closing = true;
 	for (int i = ctx->ntls - 1; i >= 0; i--)
 		ctx->tls[i].ops->destroy(ctx->tls[i].tl);
 	xpi_boot_destroy(ctx->boot);

@@ -13,21 +13,21 @@
 #include "tcp.h"
 #include "tcp_setup.h"
 
-void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
+/*
+ * The peer of @c is lost, however the engine learnt it (this connection
+ * failing, the peer's other lane, the engine's own limits): its pending
+ * kernel operations are woken and everything held for it fails.
+ */
+static void conn_lost(struct xpi_tcp *t, struct tcp_conn *c)
 {
 	if (c->dead)
 		return;
 	c->dead = true;
-	xp_context_t *ctx = c->tcp->ctx;
-	/* However the socket noticed (a reset, a broken pipe, an abort), the
-	 * peer is lost: one code for the program, the details in the text. */
-	if (err == -EPIPE || err == -ECONNABORTED || err == -ENOTCONN)
-		err = -ECONNRESET;
+	xp_context_t *ctx = t->ctx; /* c->tcp is not set in a conn never connected */
 	/* Wakes the kernel's pending operations on both sockets; their
 	 * completions come back with errors and are ignored. */
 	shutdown(c->fd_ctl, SHUT_RDWR);
 	shutdown(c->fd_bulk, SHUT_RDWR);
-	xpi_engine_peer_failed(ctx, c->peer, err, why);
 	struct xpi_dlink *l;
 	while ((l = xpi_dlist_pop_head(&c->rts_out)) != NULL) {
 		xp_request_t *s = xpi_container_of(l, xp_request_t, tl_link);
@@ -57,6 +57,27 @@ void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
 			xpi_engine_fail_request(ctx, x->rreq, c->peer);
 		free(x);
 	}
+}
+
+static void tcp_peer_lost(void *tlp, int peer)
+{
+	struct xpi_tcp *t = tlp;
+	if (peer < t->nconn)
+		conn_lost(t, &t->conns[peer]);
+}
+
+void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
+{
+	if (c->dead)
+		return;
+	/* However the socket noticed (a reset, a broken pipe, an abort), the
+	 * peer is lost: one code for the program, the details in the text. */
+	if (err == -EPIPE || err == -ECONNABORTED || err == -ENOTCONN)
+		err = -ECONNRESET;
+	/* The engine marks the peer failed and calls tcp_peer_lost; not
+	 * while the transports are destroyed, hence the call after it. */
+	xpi_engine_peer_failed(c->tcp->ctx, c->peer, err, why);
+	conn_lost(c->tcp, c);
 }
 
 static struct tcp_conn *conn_of(struct xpi_tcp *t, int peer)
@@ -549,6 +570,7 @@ const struct xpi_tl_ops xpi_tcp_ops = {
 	.rndv_fetch = tcp_rndv_fetch,
 	.rndv_abort = tcp_rndv_abort,
 	.msg_release = tcp_msg_release,
+	.peer_lost = tcp_peer_lost,
 	.progress = tcp_progress,
 	.sleep_prepare = tcp_sleep_prepare,
 	.sleep_done = tcp_sleep_done,
