@@ -298,6 +298,7 @@ struct xp_context {
 	struct xpi_peer *peers; /* owner */
 	uint32_t npending;      /* owner: sends in peers' pending lists */
 	int nfailed;            /* owner: peers lost (xpi_engine_peer_failed) */
+	uint64_t nlost_ops;     /* owner: operations failed by a lost peer, so far */
 	/* owner: receives whose message was withdrawn after they took it,
 	 * put back at the end of the engine's step (xpi_engine_rndv_done) */
 	struct xpi_dlink reposts;
