@@ -514,13 +514,18 @@ XPI_EXPORT void xp_finalize(xp_context_t *ctx)
 	 * early must not look like a dead peer to the others. Bounded by the
 	 * bootstrap's timeout if some rank never gets here. */
 	int rc = xpi_engine_flush(ctx, ctx->cfg.timeout_ms);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = oob_boot_barrier(ctx);
+		if (rc < 0) {
+			/* A rank is lost: the others that are left still wait
+			 * for one another, and our last messages to them leave
+			 * before we close. (Not after a flush that timed out:
+			 * the others wait in the barrier we skip.) */
+			(void)survivors_barrier(ctx, ctx->cfg.timeout_ms);
+			(void)xpi_engine_flush(ctx, ctx->cfg.timeout_ms);
+		}
+	}
 	if (rc < 0) {
-		/* The others that are left still wait for one another, and
-		 * our last messages to them leave before we close. */
-		(void)survivors_barrier(ctx, ctx->cfg.timeout_ms);
-		(void)xpi_engine_flush(ctx, ctx->cfg.timeout_ms);
 		xpi_log(XPI_LOG_WARN, "rank %d: xp_finalize: not every rank reached it: %s",
 			ctx->rank, xp_strerror(rc));
 	}
