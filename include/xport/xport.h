@@ -365,7 +365,10 @@ int xp_init_rank(const xp_config_t *cfg, int rank, int size, const xp_unique_id_
  * have left, then for every rank of the job to call it, so a rank that
  * finishes early does not look dead to the others; at most the boot
  * timeout (XP_BOOT_TIMEOUT_MS) if some rank never comes, after which it
- * warns and destroys the context anyway. A job of one rank returns at
+ * warns and destroys the context anyway. If a rank of the job is lost
+ * (died), it still waits, at most the context's timeout (XP_TIMEOUT_MS),
+ * for every rank that is left to call it, so those still in an operation
+ * that failed name the rank that died, not this one. A job of one rank returns at
  * once. Ignores NULL and contexts owned by a local job (destroy the job).
  * Every rank of a job must call it before its process ends: until then,
  * messages whose sends completed may still be queued in it (xp_isend).

@@ -877,6 +877,7 @@ static void fail_request(xp_context_t *ctx, xp_request_t *r, int peer, int err, 
 			       peer_text, (unsigned long long)r->tag, r->comm, peer, why);
 	if (r->op != XPI_OP_SEND)
 		stat_add(&ctx->st_recvs, 1);
+	ctx->nlost_ops++;
 	xpi_request_complete(r, err);
 }
 
@@ -887,8 +888,7 @@ void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *wh
 		return;
 	p->failed = err;
 	snprintf(p->failed_why, sizeof(p->failed_why), "%s", why);
-	xpi_log(XPI_LOG_ERROR, "rank %d: rank %d %s; operations with it fail, others go on",
-		ctx->rank, peer, why);
+	uint64_t lost_before = ctx->nlost_ops;
 	/* Sends waiting for room. */
 	struct xpi_dlink *l;
 	while ((l = xpi_dlist_pop_head(&p->pending)) != NULL) {
@@ -926,6 +926,19 @@ void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *wh
 			fail_wildcard(ctx, r);
 		}
 	}
+	/* What the transports hold: matched receives waiting for their
+	 * payload, sends the peer announced or claimed. Every transport, not
+	 * only the one that noticed: the peer's other lane holds some too. */
+	for (int i = 0; i < ctx->ntls && !ctx->tls_closing; i++)
+		if (ctx->tls[i].ops->peer_lost != NULL)
+			ctx->tls[i].ops->peer_lost(ctx->tls[i].tl, peer);
+	/* An error only if it failed something the program sees: a peer
+	 * that finalized after the job's last barrier, or one stopped with
+	 * the rest of the job, is how jobs end (issue 24, 4.5). What fails
+	 * later carries the reason in its own error detail. */
+	bool hurt = ctx->nlost_ops != lost_before;
+	xpi_log(hurt ? XPI_LOG_ERROR : XPI_LOG_INFO,
+		"rank %d: rank %d %s; operations with it fail, others go on", ctx->rank, peer, why);
 }
 
 /* Completes wildcard receive @r when every other rank is lost, naming them
@@ -953,6 +966,7 @@ static void fail_wildcard(xp_context_t *ctx, xp_request_t *r)
 			       (unsigned long long)r->mask, r->comm, shown > 1 ? "s" : "", ranks,
 			       last, last >= 0 ? ctx->peers[last].failed_why : "failed");
 	stat_add(&ctx->st_recvs, 1);
+	ctx->nlost_ops++;
 	xpi_request_complete(r, last >= 0 ? ctx->peers[last].failed : -ECONNRESET);
 }
 

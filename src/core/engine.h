@@ -304,12 +304,16 @@ struct xp_context {
 	struct xpi_peer *peers; /* owner */
 	uint32_t npending;      /* owner: sends in peers' pending lists */
 	int nfailed;            /* owner: peers lost (xpi_engine_peer_failed) */
+	uint64_t nlost_ops;     /* owner: operations failed by a lost peer, so far */
 	/* owner: receives whose message was withdrawn after they took it,
 	 * put back at the end of the engine's step (xpi_engine_rndv_done) */
 	struct xpi_dlink reposts;
 	uint64_t eager_returned_total; /* owner: sum of the peers' eager_returned */
 	struct xpi_tl_slot tls[XPI_MAX_TL];
 	int ntls;
+	/* The transports are being destroyed (last to first): a lost peer is
+	 * no longer reported to them, some may be gone already. */
+	bool tls_closing;
 	/* owner: armed timers, a binary min-heap by deadline */
 	struct xpi_timer **timers;
 	uint32_t ntimers, timers_cap;
@@ -547,10 +551,13 @@ void xpi_engine_rndv_done(xp_context_t *ctx, xp_request_t *rreq, int err);
 
 /*
  * The transport lost @peer (@err, e.g. -ECONNRESET; @why completes "rank N
- * ..." for messages, e.g. "closed its connection"). Fails the sends
- * waiting for it and the receives that name it, now and later; wildcard
- * receives stay posted. The transport fails what it holds itself with
- * xpi_engine_fail_request(). Idempotent.
+ * ..." for messages, e.g. "closed its connection"). The one routine for
+ * every way a peer is lost (malformed data, a process gone, a connection
+ * broken, the engine's own limits): marks it failed once, fails the sends
+ * waiting for it and the receives that name it, now and later (wildcard
+ * receives stay posted while another rank is left), then asks every
+ * transport to fail what it holds for it (their peer_lost op). Idempotent:
+ * later calls, from any transport, do nothing.
  */
 void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *why);
 /*

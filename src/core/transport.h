@@ -192,12 +192,26 @@ struct xpi_tl_ops {
 	void (*msg_release)(void *tl, struct xpi_msg *msg);
 
 	/*
+	 * The engine has declared @peer lost (xpi_engine_peer_failed, called
+	 * by this transport, another one or the engine itself): fail
+	 * everything this transport holds that involves it (announced and
+	 * claimed sends, matched receives waiting for their payload) with
+	 * xpi_engine_fail_request(), and stop talking to it. Called once per
+	 * transport and peer, from inside xpi_engine_peer_failed, so every
+	 * way of losing a peer ends in the same cleanup. Re-enters the engine
+	 * only through xpi_engine_fail_request(). NULL: the transport finds
+	 * lost peers itself (it watches ctx->nfailed from its progress).
+	 */
+	void (*peer_lost)(void *tl, int peer);
+
+	/*
 	 * Polls. Hands arrivals to xpi_engine_deliver() and finished
 	 * rendezvous to xpi_engine_rndv_done(), both of which re-enter the
 	 * engine and may call this transport's rndv_fetch (deliver -> match ->
 	 * fetch), send_cancel or msg_release before they return; the transport
 	 * must be consistent whenever it calls them. Reports a lost peer with
-	 * xpi_engine_peer_failed(). Returns the events it handled (>= 0).
+	 * xpi_engine_peer_failed(), which calls its peer_lost before it
+	 * returns. Returns the events it handled (>= 0).
 	 * NULL: nothing to poll (the engine skips it every round).
 	 */
 	int (*progress)(void *tl);

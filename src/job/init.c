@@ -215,6 +215,7 @@ static void destroy_networked(xp_context_t *ctx)
 {
 	xpi_context_teardown(ctx);
 	xpi_pool_drop_hooks(ctx->pool);
+	ctx->tls_closing = true;
 	for (int i = ctx->ntls - 1; i >= 0; i--)
 		ctx->tls[i].ops->destroy(ctx->tls[i].tl);
 	xpi_boot_destroy(ctx->boot);
@@ -514,6 +515,48 @@ XPI_EXPORT int xp_init_rank(const xp_config_t *cfg, int rank, int size, const xp
 	return init_with(cfg, &o, "xp_init_rank", ctx);
 }
 
+/* xp_finalize's survivors' barrier: a tag in the world's collective tag
+ * space whose kind byte (bits 24-31) is above every kind src/coll uses, so
+ * no collective's message can match it, nor it a collective's receive. */
+#define SURVIVORS_TAG ((uint64_t)0xff << 24)
+
+/*
+ * The job's barrier failed (a rank died, or never came): waits, at most
+ * @timeout_ms, until every rank not lost has come this far too, by a
+ * zero-byte message to and from each; one lost meanwhile ends its part of
+ * the wait at once. Until then this rank keeps its connections open, so a
+ * survivor still in a collective sees the rank that died as the cause and
+ * not this one leaving (issue 24, 5.2). 0, or -ETIMEDOUT if a survivor
+ * never came, or -ENOMEM.
+ */
+static int survivors_barrier(xp_context_t *ctx, int timeout_ms)
+{
+	int n = ctx->size;
+	xp_comm_t *w = xp_comm_world(ctx);
+	xp_request_t **reqs = calloc(2 * (size_t)n, sizeof(*reqs));
+	if (reqs == NULL)
+		return -ENOMEM;
+	/* Posting to a lost peer fails at once: its slot stays NULL. */
+	for (int p = 0; p < n; p++) {
+		if (p == ctx->rank)
+			continue;
+		(void)xpi_coll_isend(w, NULL, 0, p, SURVIVORS_TAG, &reqs[2 * p]);
+		(void)xpi_coll_irecv(w, NULL, 0, p, SURVIVORS_TAG, &reqs[2 * p + 1]);
+	}
+	int64_t deadline = xpi_now_ns() + (int64_t)timeout_ms * 1000000;
+	int rc = 0;
+	for (int i = 0; i < 2 * n; i++) {
+		if (reqs[i] == NULL)
+			continue;
+		int64_t left_ms = (deadline - xpi_now_ns()) / 1000000;
+		/* Frees the request whatever happens (cancelled at the deadline). */
+		if (xp_wait(&reqs[i], left_ms > 0 ? (int)left_ms : 0, NULL) == -ETIMEDOUT)
+			rc = -ETIMEDOUT;
+	}
+	free(reqs);
+	return rc;
+}
+
 XPI_EXPORT void xp_finalize(xp_context_t *ctx)
 {
 	if (ctx == NULL || ctx->owned_by_job)
@@ -527,11 +570,21 @@ XPI_EXPORT void xp_finalize(xp_context_t *ctx)
 	 * early must not look like a dead peer to the others. Bounded by the
 	 * bootstrap's timeout if some rank never gets here. */
 	int rc = xpi_engine_flush(ctx, ctx->cfg.timeout_ms);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = oob_boot_barrier(ctx);
-	if (rc < 0)
+		if (rc < 0) {
+			/* A rank is lost: the others that are left still wait
+			 * for one another, and our last messages to them leave
+			 * before we close. (Not after a flush that timed out:
+			 * the others wait in the barrier we skip.) */
+			(void)survivors_barrier(ctx, ctx->cfg.timeout_ms);
+			(void)xpi_engine_flush(ctx, ctx->cfg.timeout_ms);
+		}
+	}
+	if (rc < 0) {
 		xpi_log(XPI_LOG_WARN, "rank %d: xp_finalize: not every rank reached it: %s",
 			ctx->rank, xp_strerror(rc));
+	}
 	destroy_networked(ctx);
 	xpi_xprun_note('F');
 }

@@ -466,9 +466,9 @@ static int pump_rx(struct xpi_shm *s, int src)
 			break;
 		uint64_t k = st & ~CHUNK_FULL;
 		if (k > CHUNK || k > x->len - x->got) {
+			/* Fails @x too (shm_peer_lost): it is gone now. */
 			xpi_engine_peer_failed(s->ctx, src, -EPROTO,
 					       "wrote a malformed chunk to shared memory");
-			p->dead = true;
 			return n;
 		}
 		/* A truncated receive keeps what fits and drops the rest. */
@@ -502,7 +502,6 @@ static void ring_malformed(struct xpi_shm *s, int src, const char *why)
 {
 	char text[160];
 	snprintf(text, sizeof(text), "wrote a malformed message to shared memory (%s)", why);
-	s->peers[src].dead = true;
 	xpi_engine_peer_failed(s->ctx, src, -EPROTO, text);
 }
 
@@ -559,16 +558,32 @@ static int poll_ring(struct xpi_shm *s, int src)
 	return n;
 }
 
-/* A peer whose process is gone fails what involves it. */
+/* A peer whose process is gone fails what involves it (shm_peer_lost). */
 void xpi_shm_peer_died(struct xpi_shm *s, int peer, const char *why)
 {
 	struct shm_peer *p = &s->peers[peer];
-	p->dead = true;
 	/* One that finalized is lost but not the cause of anything (the
 	 * collectives name the one that died, not one that left after it). */
 	if (p->seg != NULL && atomic_load_explicit(&p->seg->finalized, memory_order_acquire))
 		s->ctx->peers[peer].finalized = true;
 	xpi_engine_peer_failed(s->ctx, peer, -ECONNRESET, why);
+}
+
+/*
+ * The engine lost @peer, whoever noticed (our ring or chunks holding
+ * garbage, its process gone, its TCP connection broken): the receives
+ * matched to its announcements and our sends it announced or claimed fail
+ * here, whatever state their streams are in, and we touch its memory no
+ * more. A peer that is alive but wrote garbage may still write into our
+ * segment; we no longer read it.
+ */
+static void shm_peer_lost(void *tlp, int peer)
+{
+	struct xpi_shm *s = tlp;
+	struct shm_peer *p = &s->peers[peer];
+	if (p->dead)
+		return;
+	p->dead = true;
 	struct xpi_dlink *l;
 	while ((l = xpi_dlist_pop_head(&p->rx)) != NULL) {
 		struct shm_rx *x = xpi_container_of(l, struct shm_rx, link);
@@ -741,6 +756,7 @@ const struct xpi_tl_ops xpi_shm_ops = {
 	.rndv_fetch = shm_rndv_fetch,
 	.rndv_abort = shm_rndv_abort,
 	.msg_release = shm_msg_release,
+	.peer_lost = shm_peer_lost,
 	.progress = shm_progress,
 	.sleep_prepare = shm_sleep_prepare,
 	.sleep_done = shm_sleep_done,

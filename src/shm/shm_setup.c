@@ -219,7 +219,13 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 		}
 		char bell[96];
 		xpi_shm_bell_path(bell, sizeof(bell), cards[p].pid, p);
-		int bell_fd = open(bell, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		/* Read and write, though we only write: a FIFO with no reader
+		 * left (its peer killed) raises SIGPIPE in a writer, and
+		 * write(2) has no MSG_NOSIGNAL. As a reader ourselves the ring
+		 * of a dead peer's bell only fills the FIFO, then EAGAIN (fifo(7),
+		 * pipe(7): "If all file descriptors referring to the read end of
+		 * a pipe have been closed, then a write(2) will cause a SIGPIPE"). */
+		int bell_fd = open(bell, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 		if (bell_fd < 0) {
 			xpi_log(XPI_LOG_WARN,
 				"rank %d: shared memory with rank %d unusable (its doorbell %s: %s)",

@@ -13,21 +13,21 @@
 #include "tcp.h"
 #include "tcp_setup.h"
 
-void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
+/*
+ * The peer of @c is lost, however the engine learnt it (this connection
+ * failing, the peer's other lane, the engine's own limits): its pending
+ * kernel operations are woken and everything held for it fails.
+ */
+static void conn_lost(struct xpi_tcp *t, struct tcp_conn *c)
 {
 	if (c->dead)
 		return;
 	c->dead = true;
-	xp_context_t *ctx = c->tcp->ctx;
-	/* However the socket noticed (a reset, a broken pipe, an abort), the
-	 * peer is lost: one code for the program, the details in the text. */
-	if (err == -EPIPE || err == -ECONNABORTED || err == -ENOTCONN)
-		err = -ECONNRESET;
+	xp_context_t *ctx = t->ctx; /* c->tcp is not set in a conn never connected */
 	/* Wakes the kernel's pending operations on both sockets; their
 	 * completions come back with errors and are ignored. */
 	shutdown(c->fd_ctl, SHUT_RDWR);
 	shutdown(c->fd_bulk, SHUT_RDWR);
-	xpi_engine_peer_failed(ctx, c->peer, err, why);
 	struct xpi_dlink *l;
 	while ((l = xpi_dlist_pop_head(&c->rts_out)) != NULL) {
 		xp_request_t *s = xpi_container_of(l, xp_request_t, tl_link);
@@ -51,12 +51,56 @@ void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
 			xpi_engine_fail_request(ctx, s, c->peer);
 		xpi_request_put(s);
 	}
+	/*
+	 * A receive whose buffer an armed recv reads into fails only when
+	 * that recv's completion comes (tcp_bulk_received_dead), not now
+	 * (issue 24, 4.3). The shutdown above does not take the recv back: a
+	 * recv the socket has woken retries as task work, run at our next
+	 * io_uring_enter (DEFER_TASKRUN) or next system call (COOP_TASKRUN),
+	 * and copies what the socket holds (shutdown(2) discards nothing
+	 * queued) into the buffer, after the program got its error and maybe
+	 * freed it. An IORING_OP_ASYNC_CANCEL would end it in that same task
+	 * work, so either way the buffer is free only once the completion is
+	 * reaped. The shutdown makes the recv complete (with data, 0 or an
+	 * error), so the wait is short.
+	 */
+	struct tcp_bulk_rx *armed = NULL;
+	if (!xpi_dlist_empty(&c->bulk_rx)) {
+		armed = xpi_container_of(c->bulk_rx.next, struct tcp_bulk_rx, link);
+		if (tcp_bulk_rx_in_user(c, armed))
+			xpi_dlist_remove(&armed->link);
+		else
+			armed = NULL;
+	}
 	while ((l = xpi_dlist_pop_head(&c->bulk_rx)) != NULL) {
 		struct tcp_bulk_rx *x = xpi_container_of(l, struct tcp_bulk_rx, link);
 		if (x->rreq != NULL) /* NULL: its receive gave up (tcp_rndv_abort) */
 			xpi_engine_fail_request(ctx, x->rreq, c->peer);
 		free(x);
 	}
+	if (armed != NULL)
+		xpi_dlist_push_tail(&c->bulk_rx, &armed->link);
+}
+
+static void tcp_peer_lost(void *tlp, int peer)
+{
+	struct xpi_tcp *t = tlp;
+	if (peer < t->nconn)
+		conn_lost(t, &t->conns[peer]);
+}
+
+void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
+{
+	if (c->dead)
+		return;
+	/* However the socket noticed (a reset, a broken pipe, an abort), the
+	 * peer is lost: one code for the program, the details in the text. */
+	if (err == -EPIPE || err == -ECONNABORTED || err == -ENOTCONN)
+		err = -ECONNRESET;
+	/* The engine marks the peer failed and calls tcp_peer_lost; not
+	 * while the transports are destroyed, hence the call after it. */
+	xpi_engine_peer_failed(c->tcp->ctx, c->peer, err, why);
+	conn_lost(c->tcp, c);
 }
 
 static struct tcp_conn *conn_of(struct xpi_tcp *t, int peer)
@@ -285,8 +329,7 @@ static int tcp_rndv_abort(void *tlp, xp_request_t *rreq)
 		uint64_t have = 0;
 		if (pos == c->bulk_rx.next && c->bulk_rx_off > XPI_FRAME_HDR_LEN)
 			have = c->bulk_rx_off - XPI_FRAME_HDR_LEN;
-		if (pos == c->bulk_rx.next && c->bulk_rx_busy &&
-		    c->bulk_rx_off >= XPI_FRAME_HDR_LEN && have < x->cap)
+		if (tcp_bulk_rx_in_user(c, x))
 			return -EBUSY; /* the payload is coming into the buffer now */
 		x->cap = have < x->cap ? have : x->cap;
 		x->rreq = NULL;
@@ -339,6 +382,8 @@ static void handle_cqe(struct xpi_tcp *t, const struct io_uring_cqe *cqe)
 	case TCP_OP_RECV_BULK:
 		if (!c->dead)
 			tcp_bulk_received(c, cqe->res);
+		else if (c->bulk_rx_busy)
+			tcp_bulk_received_dead(c); /* the kernel is done with its buffer */
 		break;
 	case TCP_OP_SEND_BULK:
 		if (!c->dead)
@@ -549,6 +594,7 @@ const struct xpi_tl_ops xpi_tcp_ops = {
 	.rndv_fetch = tcp_rndv_fetch,
 	.rndv_abort = tcp_rndv_abort,
 	.msg_release = tcp_msg_release,
+	.peer_lost = tcp_peer_lost,
 	.progress = tcp_progress,
 	.sleep_prepare = tcp_sleep_prepare,
 	.sleep_done = tcp_sleep_done,

@@ -266,6 +266,13 @@ void tcp_ctl_received(struct tcp_conn *c, int res, unsigned flags);
 int tcp_ctl_recv_direct(struct tcp_conn *c);
 void tcp_bulk_arm(struct tcp_conn *c);
 void tcp_bulk_received(struct tcp_conn *c, int res);
+/* True while the armed recv of @c's bulk channel reads into the receive
+ * buffer of @x, its first payload asked for: the kernel may write there
+ * until that recv's completion has been reaped. */
+bool tcp_bulk_rx_in_user(const struct tcp_conn *c, const struct tcp_bulk_rx *x);
+/* The completion of the bulk recv of @c, a dead connection: the receive
+ * conn_lost left waiting for it fails now. */
+void tcp_bulk_received_dead(struct tcp_conn *c);
 
 /* tcp.c */
 void tcp_conn_fail(struct tcp_conn *c, int err, const char *why);

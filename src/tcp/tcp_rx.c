@@ -356,6 +356,24 @@ void tcp_bulk_arm(struct tcp_conn *c)
 	c->inflight++;
 }
 
+bool tcp_bulk_rx_in_user(const struct tcp_conn *c, const struct tcp_bulk_rx *x)
+{
+	return c->bulk_rx_busy && &x->link == c->bulk_rx.next &&
+	       c->bulk_rx_off >= XPI_FRAME_HDR_LEN && c->bulk_rx_off - XPI_FRAME_HDR_LEN < x->cap;
+}
+
+void tcp_bulk_received_dead(struct tcp_conn *c)
+{
+	c->bulk_rx_busy = false;
+	struct xpi_dlink *l = xpi_dlist_pop_head(&c->bulk_rx);
+	if (l == NULL)
+		return;
+	struct tcp_bulk_rx *x = xpi_container_of(l, struct tcp_bulk_rx, link);
+	if (x->rreq != NULL)
+		xpi_engine_fail_request(c->tcp->ctx, x->rreq, c->peer);
+	free(x);
+}
+
 void tcp_bulk_received(struct tcp_conn *c, int res)
 {
 	c->bulk_rx_busy = false;
