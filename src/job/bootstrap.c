@@ -981,29 +981,23 @@ int xpi_boot_barrier(struct xpi_boot *b)
 static void root_drain_after_abort(struct xpi_boot *b)
 {
 	int64_t deadline = xpi_deadline_in(ABORT_SEND_MS);
-	int open = 0;
+	int np = 0;
 	for (int r = 1; r < b->size; r++)
 		if (b->fds[r] >= 0 && shutdown(b->fds[r], SHUT_WR) == 0)
-			open++;
+			b->pfds[np++] = (struct pollfd){ .fd = b->fds[r], .events = POLLIN };
 	uint8_t sink[512];
-	while (open > 0) {
-		int np = 0;
-		for (int r = 1; r < b->size; r++)
-			if (b->fds[r] >= 0 && b->got[r] != SIZE_MAX - 1) {
-				b->pfds[np] = (struct pollfd){ .fd = b->fds[r], .events = POLLIN };
-				b->pranks[np++] = r;
-			}
+	while (np > 0) {
 		int ms = xpi_deadline_left_ms(deadline);
-		if (np == 0 || ms == 0 || poll(b->pfds, (nfds_t)np, ms) <= 0)
+		if (ms == 0 || poll(b->pfds, (nfds_t)np, ms) <= 0)
 			return;
-		for (int i = 0; i < np; i++) {
-			if (b->pfds[i].revents == 0)
-				continue;
-			ssize_t k = recv(b->pfds[i].fd, sink, sizeof(sink), MSG_DONTWAIT);
-			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
-				b->got[b->pranks[i]] = SIZE_MAX - 1; /* done */
-				open--;
-			}
+		for (int i = 0; i < np;) {
+			ssize_t k = b->pfds[i].revents == 0 ?
+					    1 :
+					    recv(b->pfds[i].fd, sink, sizeof(sink), MSG_DONTWAIT);
+			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
+				b->pfds[i] = b->pfds[--np]; /* that rank closed: done with it */
+			else
+				i++;
 		}
 	}
 }
