@@ -654,9 +654,31 @@ int xp_comm_dup(xp_comm_t *comm, xp_comm_t **out);
 int xp_comm_split(xp_comm_t *comm, int color, int key, xp_comm_t **out);
 
 /**
- * Frees a communicator from xp_comm_dup or xp_comm_split once the program
- * has completed every operation on it. Local (not collective). NULL and
- * the world communicator are ignored.
+ * MPI_Comm_create_group: the @n ranks of @comm listed in @ranks (distinct,
+ * each 0 to size - 1) form a new communicator, ranked in the order of the
+ * list. Collective over those @n ranks only: unlike xp_comm_dup and
+ * xp_comm_split, the ranks of @comm not listed do not call it, and may do
+ * anything meanwhile, on @comm too (its collectives and other creations
+ * never match this one's messages). Every listed rank passes the same list
+ * and the same @tag, and the calling rank must be listed. @tag tells apart
+ * creations that may run at the same time over ranks in common, which
+ * must give different tags (as MPI's); only its low 32 bits are used.
+ * The new communicator's id is agreed among the listed ranks by an
+ * exchange over @comm. Blocks until every listed rank has called it, at
+ * most the context's timeout.
+ * Returns 0 and *@out (free it with xp_comm_free); -EINVAL (@comm, @ranks
+ * or @out NULL, @n < 1 or > size, a rank out of range or listed twice, the
+ * caller not listed); -ENOMEM; -EAGAIN (no id free on every listed rank);
+ * or the failure of that exchange: -ETIMEDOUT (a listed rank did not call
+ * it in time), -EPIPE naming (as a rank of @comm) a listed rank that was
+ * lost.
+ */
+int xp_comm_create_group(xp_comm_t *comm, int n, const int *ranks, uint64_t tag, xp_comm_t **out);
+
+/**
+ * Frees a communicator from xp_comm_dup, xp_comm_split or
+ * xp_comm_create_group once the program has completed every operation on
+ * it. Local (not collective). NULL and the world communicator are ignored.
  */
 void xp_comm_free(xp_comm_t *comm);
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Making communicators: xp_comm_dup, xp_comm_split, xp_comm_free.
+ * Making communicators: xp_comm_dup, xp_comm_split, xp_comm_create_group,
+ * xp_comm_free.
  *
  * The id: every member contributes the set of id pairs free on it (a bit
  * each) and the members AND them together over the parent (a recursive
@@ -15,6 +16,15 @@
  * The same AND gives the communicator a shared-memory channel free on
  * every member (shmcoll.c), if one is left: its members' segments' areas
  * for allreduce within a host.
+ *
+ * xp_comm_create_group runs the same agreement among the listed members
+ * only, over the parent's collective tag space but as a kind of its own
+ * (XPI_COLL_COMM_GROUP), numbered by the program's tag instead of the
+ * parent's count of collectives (which the ranks not listed do not
+ * advance, so it must not move here either). Its messages can then meet
+ * neither the parent's collectives nor another creation with another
+ * tag. Two creations that pick the same id have disjoint members, as a
+ * split's groups: a member of both would have found the id taken.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -68,10 +78,21 @@ static void release_choice(xp_context_t *ctx, const struct choice *ch)
 	pthread_mutex_unlock(&ctx->comm_lock);
 }
 
-/* Agrees with the members of @parent on an id free on all of them, and a
- * shared-memory channel if one is, and claims them here. */
-static int agree_id(xp_comm_t *parent, const char *call, struct choice *ch)
+/* Who agrees on a new communicator's id: every member of @parent (@group
+ * NULL), or the @n ranks of it in @group, this rank being @group[@me],
+ * by a collective numbered @seq. */
+struct agreers {
+	xp_comm_t *parent;
+	const int *group;
+	int n, me;
+	uint32_t seq;
+};
+
+/* Agrees with @who on an id free on all of them, and a shared-memory
+ * channel if one is, and claims them here. */
+static int agree_id(const struct agreers *who, const char *call, struct choice *ch)
 {
+	xp_comm_t *parent = who->parent;
 	xp_context_t *ctx = parent->ctx;
 	struct agreement ag;
 	memset(&ag, 0, sizeof(ag));
@@ -81,11 +102,22 @@ static int agree_id(xp_comm_t *parent, const char *call, struct choice *ch)
 		ag.free_ids[i] = (uint8_t)~ctx->comm_ids_used[i];
 	ag.free_channels = (uint8_t)~ctx->shm_channels_used;
 	pthread_mutex_unlock(&ctx->comm_lock);
-	struct xpi_sched *s = xpi_sched_new(parent, XPI_COLL_COMM, call);
+	struct xpi_sched *s =
+		who->group == NULL ? xpi_sched_new(parent, XPI_COLL_COMM, call) :
+				     xpi_sched_new_seq(parent, XPI_COLL_COMM_GROUP, who->seq, call);
 	if (s == NULL)
 		return -ENOMEM;
 	s->how = (struct xpi_combine){ .fn = agree_combine, .elem = sizeof(ag) };
-	int rc = xpi_coll_go(s, xpi_build_allreduce_rd(s, &ag, 1), NULL);
+	if (who->group != NULL) {
+		/* The steps between the listed ranks only; the others' loss is
+		 * none of this call's business. */
+		xpi_sched_group(s, who->group, who->n, who->me, 0);
+		s->members = who->group;
+		s->nmembers = who->n;
+	}
+	int rc = xpi_build_allreduce_rd(s, &ag, 1);
+	xpi_sched_group(s, NULL, parent->size, parent->rank, 0);
+	rc = xpi_coll_go(s, rc, NULL);
 	if (rc < 0)
 		return rc;
 	int pair = -1;
@@ -167,7 +199,8 @@ XPI_EXPORT int xp_comm_dup(xp_comm_t *comm, xp_comm_t **out)
 		return xpi_fail(-EINVAL, "xp_comm_dup: %s is NULL",
 				comm == NULL ? "the communicator" : "the result pointer");
 	struct choice ch;
-	int rc = agree_id(comm, "xp_comm_dup", &ch);
+	const struct agreers all = { .parent = comm };
+	int rc = agree_id(&all, "xp_comm_dup", &ch);
 	if (rc < 0)
 		return rc;
 	int *members = malloc((size_t)comm->size * sizeof(int));
@@ -218,8 +251,9 @@ XPI_EXPORT int xp_comm_split(xp_comm_t *comm, int color, int key, xp_comm_t **ou
 	 * every member, whatever its color. */
 	int rc = xp_allgather(comm, &mine, all, sizeof(mine) / 4, XP_INT32);
 	struct choice ch;
+	const struct agreers everyone = { .parent = comm };
 	if (rc == 0)
-		rc = agree_id(comm, "xp_comm_split", &ch);
+		rc = agree_id(&everyone, "xp_comm_split", &ch);
 	if (rc == 0 && color == XP_UNDEFINED) {
 		release_choice(comm->ctx, &ch); /* no communicator of ours uses them */
 		*out = NULL;
@@ -239,6 +273,87 @@ XPI_EXPORT int xp_comm_split(xp_comm_t *comm, int color, int key, xp_comm_t **ou
 			release_choice(comm->ctx, &ch);
 	}
 	free(all);
+	free(members);
+	return rc;
+}
+
+/* The checks of xp_comm_create_group's list, which every member makes
+ * alike (but for the caller's place in it): 0 and this rank's index in
+ * @ranks at *@me, or -EINVAL naming the fault. @seen: comm->size bytes. */
+static int check_group(const xp_comm_t *comm, int n, const int *ranks, uint8_t *seen, int *me)
+{
+	static const char call[] = "xp_comm_create_group";
+	char what[160];
+	*me = -1;
+	for (int i = 0; i < n; i++) {
+		int r = ranks[i];
+		if (r < 0 || r >= comm->size) {
+			snprintf(what, sizeof(what), "ranks[%d] is %d, not one of its %d ranks", i,
+				 r, comm->size);
+			return xpi_coll_bad(call, comm, what);
+		}
+		if (seen[r] != 0) {
+			int j = 0;
+			while (ranks[j] != r)
+				j++;
+			snprintf(what, sizeof(what),
+				 "rank %d is listed twice (ranks[%d] and ranks[%d])", r, j, i);
+			return xpi_coll_bad(call, comm, what);
+		}
+		seen[r] = 1;
+		if (r == comm->rank)
+			*me = i;
+	}
+	if (*me < 0) {
+		snprintf(what, sizeof(what),
+			 "this rank (rank %d of it) is not among the %d listed (only the listed "
+			 "ranks call it)",
+			 comm->rank, n);
+		return xpi_coll_bad(call, comm, what);
+	}
+	return 0;
+}
+
+XPI_EXPORT int xp_comm_create_group(xp_comm_t *comm, int n, const int *ranks, uint64_t tag,
+				    xp_comm_t **out)
+{
+	static const char call[] = "xp_comm_create_group";
+	if (comm == NULL || out == NULL)
+		return xpi_fail(-EINVAL, "%s: %s is NULL", call,
+				comm == NULL ? "the communicator" : "the result pointer");
+	if (n < 1 || n > comm->size) {
+		char what[128];
+		snprintf(what, sizeof(what), "n is %d, not 1 to its %d ranks%s", n, comm->size,
+			 n < 1 ? " (a communicator has one at least)" : " (one would repeat)");
+		return xpi_coll_bad(call, comm, what);
+	}
+	if (ranks == NULL)
+		return xpi_coll_bad(call, comm, "the list of ranks is NULL");
+	uint8_t *seen = calloc((size_t)comm->size, 1);
+	int *members = malloc((size_t)n * sizeof(int));
+	if (seen == NULL || members == NULL) {
+		free(seen);
+		free(members);
+		return xpi_fail(-ENOMEM, "rank %d: %s: no memory", comm->ctx->rank, call);
+	}
+	int me;
+	int rc = check_group(comm, n, ranks, seen, &me);
+	free(seen);
+	/* The low 32 bits number the agreement: they are the tags' sequence
+	 * field (sched.c), as a collective's count is elsewhere. */
+	const struct agreers listed = {
+		.parent = comm, .group = ranks, .n = n, .me = me, .seq = (uint32_t)tag
+	};
+	struct choice ch;
+	if (rc == 0)
+		rc = agree_id(&listed, call, &ch);
+	if (rc == 0) {
+		for (int i = 0; i < n; i++)
+			members[i] = xpi_comm_world_rank(comm, ranks[i]);
+		rc = comm_make(comm->ctx, &ch, members, n, me, out);
+		if (rc < 0)
+			release_choice(comm->ctx, &ch);
+	}
 	free(members);
 	return rc;
 }

@@ -37,6 +37,15 @@ static void spare_key_make(void)
 
 struct xpi_sched *xpi_sched_new(xp_comm_t *comm, enum xpi_coll_kind kind, const char *call)
 {
+	struct xpi_sched *s = xpi_sched_new_seq(comm, kind, comm->coll_seq, call);
+	if (s != NULL)
+		comm->coll_seq++;
+	return s;
+}
+
+struct xpi_sched *xpi_sched_new_seq(xp_comm_t *comm, enum xpi_coll_kind kind, uint32_t seq,
+				    const char *call)
+{
 	pthread_once(&spare_once, spare_key_make);
 	struct xpi_sched *s = pthread_getspecific(spare_key);
 	if (s != NULL) {
@@ -59,7 +68,6 @@ struct xpi_sched *xpi_sched_new(xp_comm_t *comm, enum xpi_coll_kind kind, const 
 	s->sts = s->sts_inline;
 	s->reqs_cap = XPI_SCHED_INLINE_OPS;
 	s->scratch_used = 0;
-	uint32_t seq = comm->coll_seq++;
 	s->comm = comm;
 	s->call = call;
 	s->tag_base = (uint64_t)seq << TAG_SEQ_SHIFT | (uint64_t)kind << TAG_KIND_SHIFT;
@@ -207,8 +215,10 @@ void xpi_sched_free(struct xpi_sched *s)
 static int lost_member(const struct xpi_sched *s, char *why, size_t n, bool *left)
 {
 	xp_context_t *ctx = s->comm->ctx;
+	int n_watched = s->members != NULL ? s->nmembers : s->comm->size;
 	for (int pass = 0; pass < 2; pass++) {
-		for (int r = 0; r < s->comm->size; r++) {
+		for (int i = 0; i < n_watched; i++) {
+			int r = s->members != NULL ? s->members[i] : i;
 			const struct xpi_peer *peer = &ctx->peers[xpi_comm_world_rank(s->comm, r)];
 			if (peer->failed != 0 && (pass == 1 || !peer->finalized)) {
 				snprintf(why, n, "%s", peer->failed_why);

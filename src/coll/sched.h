@@ -9,13 +9,14 @@
  * runs when any is waited for, so ranks that wait in different orders
  * never wait for each other).
  *
- * Every call takes the communicator's next sequence number; its messages
- * carry it in their tags with the operation and the step, so two calls
- * never mix, and the program's receives never see them (another tag
- * space). A step whose received length is not what was expected fails the
- * call naming the peer (the members disagree on counts or types); a
- * member lost fails it naming that rank; the deadline (the context's
- * timeout from the call's start) fails it with -ETIMEDOUT.
+ * Every call takes the communicator's next sequence number (a creation
+ * over part of it, the number its members give); its messages carry it
+ * in their tags with the operation and the step, so two calls never mix,
+ * and the program's receives never see them (another tag space). A step
+ * whose received length is not what was expected fails the call naming
+ * the peer (the members disagree on counts or types); a member lost fails
+ * it naming that rank; the deadline (the context's timeout from the
+ * call's start) fails it with -ETIMEDOUT.
  */
 #ifndef XPI_SCHED_H
 #define XPI_SCHED_H
@@ -37,7 +38,8 @@ enum xpi_coll_kind {
 	XPI_COLL_ALLTOALL,
 	XPI_COLL_GATHER,
 	XPI_COLL_SCATTER,
-	XPI_COLL_COMM, /* making a communicator */
+	XPI_COLL_COMM,       /* making a communicator */
+	XPI_COLL_COMM_GROUP, /* making one over part of the parent (xp_comm_create_group) */
 };
 
 /* How a reduction combines: acc = acc (op) in, @count elements. */
@@ -107,6 +109,11 @@ struct xpi_sched {
 	const int *group;
 	int gsize, grank;
 	unsigned step_base;
+	/* Running: the ranks of comm whose loss fails it (NULL: all of comm);
+	 * set when only some members take part, so that a rank which is not
+	 * one of them may die without failing the call. */
+	const int *members;
+	int nmembers;
 	/* Running: steps cur .. cur + nposted - 1 are posted, cur the oldest
 	 * not done (nsteps when all are). A posted step's requests are in
 	 * slot (step % window), stride entries from slot x stride. */
@@ -157,6 +164,11 @@ struct xpi_sched {
  * number and the context's timeout. NULL (with the detail set) if out of
  * memory. */
 struct xpi_sched *xpi_sched_new(xp_comm_t *comm, enum xpi_coll_kind kind, const char *call);
+/* The same with sequence number @seq, leaving the communicator's count
+ * alone: for a call that only some members make (xp_comm_create_group),
+ * which would put the others' count out of step; they name it instead. */
+struct xpi_sched *xpi_sched_new_seq(xp_comm_t *comm, enum xpi_coll_kind kind, uint32_t seq,
+				    const char *call);
 
 /* Builds the next steps over @group (@n members, this rank being @me),
  * numbered from @step_base. NULL group: the whole communicator. */
