@@ -50,6 +50,9 @@ test_packages=(
 	perftest
 	# tests/dpdk/netns.sh: the kernel side's veth without checksum offload
 	ethtool
+	# the PyTorch backend (python/xport, meson option torch) and its tests:
+	# torch with c10d's headers, pybind11, Python's headers
+	python3-torch libtorch-dev pybind11-dev python3-dev
 )
 
 case ${1:-} in

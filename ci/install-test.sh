@@ -22,6 +22,8 @@
 #     with CMAKE_PREFIX_PATH at the staged prefix, builds, loads the staged
 #     library and prints consumer.c's "ok" line; find_package(xport 0.2)
 #     and (xport 1.0) are refused. Skipped with a note if cmake is missing.
+#  7. Where the build made the PyTorch package: it is in a directory
+#     Debian's python3 reads, and a job of one rank runs over it.
 # Exits 0 if all pass, 1 otherwise. Leaves its files in BUILDDIR/install-test.
 set -euo pipefail
 
@@ -178,6 +180,28 @@ else
 			>"$work/cmake-v.log" 2>&1 || { cat "$work/cmake-v.log" >&2; fail "find_package(xport $want) accepted, or 0.1 not found"; }
 	done
 	step "find_package(xport 0.2) and (xport 1.0) refused"
+fi
+
+# 7. The PyTorch package, where the build made it: /usr/bin/python3
+# imports the staged xport.torch (its module finds the staged libxport
+# through its rpath, here relocated by LD_LIBRARY_PATH) and runs a job of
+# one rank over it.
+mapfile -t pkgs < <(find "$stage" -path '*/dist-packages/xport/torch.py')
+if ((${#pkgs[@]} == 0)); then
+	step "no PyTorch package in this build (torch not found at setup): SKIPPED"
+else
+	site=$(dirname "$(dirname "${pkgs[0]}")")
+	[[ $site == "$stage"*/lib/python3.*/dist-packages ]] ||
+		fail "the PyTorch package is in $site, not a dist-packages directory Debian's python3 reads"
+	rm -f "$work/torch-store"
+	out=$(cd / && PYTHONPATH=$site LD_LIBRARY_PATH=$libdir XPT_STORE=$work/torch-store \
+		timeout 120 /usr/bin/python3 -c '
+import os, torch, torch.distributed as dist, xport.torch
+dist.init_process_group("xport", init_method="file://" + os.environ["XPT_STORE"], rank=0, world_size=1)
+t = torch.arange(4.0); dist.all_reduce(t); assert t.tolist() == [0, 1, 2, 3]
+print("torch: ok", xport.torch.__file__)' 2>&1) || fail "the staged PyTorch package failed: $out"
+	[[ $out == *"torch: ok $site/xport/torch.py"* ]] || fail "python3 printed '$out'"
+	step "PyTorch package: ${out##*$'\n'}"
 fi
 
 step "ok"

@@ -400,18 +400,28 @@ static void boot_opts_from_config(struct xpi_boot_opts *o, const struct xpi_conf
  * their defaults (xp_init would refuse them). */
 void xpi_boot_opts_from_env(struct xpi_boot_opts *o, int timeout_ms)
 {
-	static _Thread_local struct xpi_config cfg;
-	if (xpi_config_resolve(NULL, &cfg) < 0) {
+	/* The options point into it, so it outlives the call: one per thread,
+	 * on the heap (kept for the thread's life; tests only). Not a
+	 * thread-local struct: libxport's thread-locals live in the static TLS
+	 * block (initial-exec), which a dlopen'ed library (the PyTorch
+	 * module) gets only about 1.5 KiB of. */
+	static _Thread_local struct xpi_config *cfg;
+	if (cfg == NULL && (cfg = malloc(sizeof(*cfg))) == NULL) {
 		memset(o, 0, sizeof(*o));
 		o->timeout_ms = timeout_ms;
 		return;
 	}
-	boot_opts_from_config(o, &cfg);
+	if (xpi_config_resolve(NULL, cfg) < 0) {
+		memset(o, 0, sizeof(*o));
+		o->timeout_ms = timeout_ms;
+		return;
+	}
+	boot_opts_from_config(o, cfg);
 	o->timeout_ms = timeout_ms;
 	o->boot_timeout_ms = 0;
 	const char *bt = getenv("XP_BOOT_TIMEOUT_MS");
 	if (bt != NULL && *bt != '\0')
-		o->boot_timeout_ms = cfg.boot_timeout_ms;
+		o->boot_timeout_ms = cfg->boot_timeout_ms;
 }
 
 /*

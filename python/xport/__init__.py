@@ -1,0 +1,3 @@
+# SPDX-License-Identifier: MIT
+"""xport's Python bindings. ``import xport.torch`` registers the
+torch.distributed backend ``"xport"``."""
