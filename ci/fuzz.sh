@@ -3,7 +3,8 @@
 #
 # Builds the libFuzzer targets (tests/fuzz/fuzz_<name>.c) with clang in
 # build-ci/fuzz and runs each for a bounded time on top of its committed
-# corpus (tests/fuzz/corpus_<name>), one after the other. New inputs go to
+# corpus (tests/fuzz/corpus_<name>), as many at once as there are CPUs
+# ($FUZZ_JOBS), each for its whole time. New inputs go to
 # a scratch directory, never into the committed corpus; a crash, leak or
 # sanitizer report is saved as build-ci/fuzz/artifacts/<name>-crash-<sha1>
 # and fails that target.
@@ -99,18 +100,33 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
 read -r -a wrapper <<<"${FUZZ_WRAPPER:-}"
 mkdir -p "$dir/artifacts"
+# The targets run side by side, as many at a time as there are CPUs
+# ($FUZZ_JOBS): each still gets its full time, the run takes a fraction.
+run_target() { # name: runs one target, writes its exit status to $dir/rc_<name>
+	local n=$1 corpus=tests/fuzz/corpus_$1 work=$dir/new/$1
+	rm -rf "$work"
+	mkdir -p "$work" "$corpus"
+	# The first corpus directory receives new inputs: the scratch one.
+	"${wrapper[@]}" "$dir/tests/fuzz_$n" -max_total_time="$seconds" -timeout=10 \
+		-print_final_stats=1 -artifact_prefix="$dir/artifacts/$n-" \
+		"$work" "$corpus" >"$dir/fuzz_$n.log" 2>&1
+	echo $? >"$dir/rc_$n"
+}
+parallel=${FUZZ_JOBS:-$(nproc)}
+for n in "${names[@]}"; do
+	while (($(jobs -rp | wc -l) >= parallel)); do
+		wait -n
+	done
+	run_target "$n" &
+done
+wait
+
 passed=0 failed=0
 for n in "${names[@]}"; do
 	corpus=tests/fuzz/corpus_$n
 	work=$dir/new/$n
-	rm -rf "$work"
-	mkdir -p "$work" "$corpus"
 	out=$dir/fuzz_$n.log
-	# The first corpus directory receives new inputs: the scratch one.
-	"${wrapper[@]}" "$dir/tests/fuzz_$n" -max_total_time="$seconds" -timeout=10 \
-		-print_final_stats=1 -artifact_prefix="$dir/artifacts/$n-" \
-		"$work" "$corpus" >"$out" 2>&1
-	rc=$?
+	rc=$(cat "$dir/rc_$n" 2>/dev/null || echo 1)
 	cov=$(grep -Eo 'cov: [0-9]+' "$out" | tail -1)
 	runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$out" | grep -Eo '[0-9]+$')
 	if ((rc == 0)); then
