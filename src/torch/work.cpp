@@ -103,9 +103,17 @@ void WorkXport::drive(int timeout_ms, bool block)
 		return;
 	statuses_.resize(reqs_.size());
 	if (block) {
+		// xp_waitall writes an empty status for the requests done in an
+		// earlier round (NULL entries): keep theirs.
+		std::vector<xp_status_t> st(reqs_.size());
+		std::vector<bool> pending(reqs_.size());
+		for (size_t i = 0; i < reqs_.size(); i++)
+			pending[i] = reqs_[i] != nullptr;
 		int rc = xp_waitall(reqs_.size(), reqs_.data(),
-				    timeout_ms < 0 ? XP_TIMEOUT_INFINITE : timeout_ms,
-				    statuses_.data());
+				    timeout_ms < 0 ? XP_TIMEOUT_INFINITE : timeout_ms, st.data());
+		for (size_t i = 0; i < reqs_.size(); i++)
+			if (pending[i])
+				statuses_[i] = st[i];
 		if (rc < 0 && first_error_ == nullptr)
 			first_error_ = failure(rc, nullptr);
 	} else {

@@ -156,6 +156,15 @@ def movement(g, me, n):
     dist.all_to_all_single(out, inp, out_splits, in_splits, group=g)
     want = torch.cat([torch.full((s, 2), float(10 * r + me)) for r, s in enumerate(out_splits)])
     check("all_to_all_single uneven", out, want)
+    # the same, async, polled (some of its requests complete in a poll,
+    # the rest in wait: their statuses, checked at completion, must hold)
+    out = torch.empty(sum(out_splits), 2)
+    w = dist.all_to_all_single(out, inp, out_splits, in_splits, group=g, async_op=True)
+    for _ in range(200):
+        if w.is_completed():
+            break
+    w.wait()
+    check("all_to_all_single uneven, polled", out, want)
     ins = [torch.full((j + 1,), me * 10 + j, dtype=torch.int32) for j in range(n)]
     outs = [torch.empty(me + 1, dtype=torch.int32) for _ in range(n)]
     dist.all_to_all(outs, ins, group=g)
