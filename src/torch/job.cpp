@@ -21,6 +21,7 @@ namespace
 
 std::mutex job_mu;
 std::shared_ptr<Job> the_job;
+std::atomic<bool> live{ false };
 
 const char kIdKey[] = "xport/unique_id";
 
@@ -102,8 +103,14 @@ std::shared_ptr<Job> job_get_or_make(const c10::intrusive_ptr<c10d::Store> &stor
 		job->members = global_ranks;
 	}
 	the_job = job;
+	live.store(true);
 	*made = true;
 	return job;
+}
+
+bool job_live()
+{
+	return live.load();
 }
 
 void job_shutdown()
@@ -114,6 +121,7 @@ void job_shutdown()
 		return;
 	// Groups still alive keep the Job; its null context tells them their
 	// communicators went with it.
+	live.store(false);
 	xp_finalize(the_job->ctx);
 	the_job->ctx = nullptr;
 	the_job.reset();

@@ -33,7 +33,7 @@ WorkXport::~WorkXport()
 	// xport may still read or write the tensors it holds, which go with
 	// it. Receives and sends not yet matched are cancelled; what is
 	// further along (a collective) finishes, within its timeout.
-	if (!done_.load(std::memory_order_acquire)) {
+	if (!done_.load(std::memory_order_acquire) && job_live()) {
 		abort();
 		try {
 			drive(static_cast<int>(std::min<int64_t>(timeout_.count(), INT32_MAX)),
@@ -101,6 +101,13 @@ void WorkXport::drive(int timeout_ms, bool block)
 		return;
 	if (done_.load(std::memory_order_acquire))
 		return;
+	if (!job_live()) {
+		// Its requests went with the job.
+		complete(std::make_exception_ptr(std::runtime_error(
+			std::string("xport: ") + call_ + " on rank " + std::to_string(rank_) +
+			": the xport job was shut down before it completed")));
+		return;
+	}
 	statuses_.resize(reqs_.size());
 	if (block) {
 		// xp_waitall writes an empty status for the requests done in an

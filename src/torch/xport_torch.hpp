@@ -58,8 +58,12 @@ struct Job {
 std::shared_ptr<Job> job_get_or_make(const c10::intrusive_ptr<c10d::Store> &store, int rank,
 				     int size, const std::vector<int64_t> &global_ranks,
 				     std::chrono::milliseconds timeout, bool *made);
-// Finalizes the job (collective over its ranks) once no group uses it.
+// Finalizes the job (collective over its ranks); groups and works left
+// are unusable after it.
 void job_shutdown();
+// Whether the job is up: not yet shut down. Requests die with the job, so a
+// Work finished after it must not touch its own.
+bool job_live();
 
 class WorkXport;
 
