@@ -12,10 +12,11 @@ its decorators read them at import.
     suite.py [--world-size N] [--set ci|all] [--json FILE] [-k SUBSTR]...
              [--expect-passed N] [--expect-skipped N]
 
---set ci (the default, what `meson test --suite torch` runs, about two
-minutes at 2 ranks): every collective and point-to-point test, groups and
-sub-groups, and DDP training. --set all: the whole class, 270 tests,
-about 25 minutes at 2 ranks and 40 at 4 on two cores:
+--set ci (the default, what `meson test --suite torch` runs: CI_SET,
+about two minutes at 2 ranks and one at 4): every collective and
+point-to-point operation, groups, object collectives and DDP training.
+--set all: the whole class, 279 tests, about 10 minutes at 2 ranks on two
+shared cores (more at 4):
 
     PYTHONPATH=build/python /usr/bin/python3 tests/torch/suite.py \\
         --set all --world-size 2 --json suite-2.json
