@@ -71,7 +71,8 @@ struct xpi_sched *xpi_sched_new_seq(xp_comm_t *comm, enum xpi_coll_kind kind, ui
 	s->comm = comm;
 	s->call = call;
 	s->tag_base = (uint64_t)seq << TAG_SEQ_SHIFT | (uint64_t)kind << TAG_KIND_SHIFT;
-	s->deadline = xpi_now_ns() + (int64_t)comm->ctx->cfg.timeout_ms * 1000000;
+	s->started = xpi_now_ns();
+	s->deadline = s->started + (int64_t)comm->ctx->cfg.timeout_ms * 1000000;
 	xpi_sched_group(s, NULL, comm->size, comm->rank, 0);
 	xpi_dlist_init(&s->link);
 	return s;
@@ -492,10 +493,14 @@ static void advance(struct xpi_sched *s)
 				     "complete",
 				     lost, lost_why);
 			} else if (xpi_now_ns() >= s->deadline) {
+				/* The deadline is the context's timeout or, if
+				 * shorter, the program's wait's: say how long it
+				 * waited. */
 				fail(s, -ETIMEDOUT,
-				     "timed out in step %u of %u after %d ms (a member not calling "
-				     "the same collective, or stuck outside xport calls?)",
-				     s->steps[s->cur].tag, s->nsteps, s->comm->ctx->cfg.timeout_ms);
+				     "timed out in step %u of %u after %lld ms (a member not "
+				     "calling the same collective, or stuck outside xport calls?)",
+				     s->cur + 1, s->nsteps,
+				     (long long)((xpi_now_ns() - s->started) / 1000000));
 			}
 			return;
 		}

@@ -98,6 +98,7 @@ struct xpi_sched {
 	xp_comm_t *comm;
 	const char *call; /* "xp_allreduce", for messages */
 	uint64_t tag_base;
+	int64_t started; /* xpi_now_ns() when it began, for messages */
 	int64_t deadline;
 	struct xpi_combine how;
 	struct xpi_sched_step *steps;

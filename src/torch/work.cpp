@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include <ATen/core/ivalue.h>
 
@@ -46,8 +47,11 @@ WorkXport::~WorkXport()
 std::exception_ptr WorkXport::failure(int rc, const char *what)
 {
 	std::string detail = xp_error_detail();
+	// A timeout says so as torch's own backends do ("Timed out"), which
+	// is what programs and torch's tests look for; xport's text follows.
 	std::string msg = std::string("xport: ") + call_ + " failed on rank " +
 			  std::to_string(rank_) + ": " +
+			  (rc == -ETIMEDOUT ? "Timed out waiting for it: " : "") +
 			  (detail.empty() ? xp_strerror(rc) : detail);
 	if (what != nullptr)
 		msg += std::string(" (") + what + ")";

@@ -221,7 +221,7 @@ def refusals(me, n):
         w = dist.irecv(torch.empty(1), src=n - 1, tag=99)
         msg = expect_error("recv timeout", lambda: w.wait(timedelta(milliseconds=200)),
                            "xport", "recv")
-        assert "tag 0x63" in msg and "rank %d" % (n - 1) in msg, msg
+        assert "tag 0x63" in msg and "rank %d" % (n - 1) in msg and " Timed out waiting for it: " in msg, msg
     dist.barrier()
 
 

@@ -134,15 +134,9 @@ for _name, _fn in vars(DistributedTest._DistTestBase).items():
 
 # Tests that fail against xport, and why. Each must fail (a listed test
 # that passes fails the run). "ws" limits an entry to those world sizes.
-_TIMEOUT_TEXT = ("times out when it should (the group's timeout), but the test matches "
-                 "Gloo's wording, regex ' (Timed out|closed|timeout) ', and xport's "
-                 "text says 'timed out in step 0 of 1'")
 _MONITORED = ("monitored_barrier is a Gloo-only API in torch 1.13 (c10d's "
               "ProcessGroup::monitoredBarrier throws for every other backend)")
 EXPECTED_FAILURES = {
-    "test_barrier_timeout_global": {"why": _TIMEOUT_TEXT},
-    "test_barrier_timeout_full_group": {"why": _TIMEOUT_TEXT},
-    "test_barrier_timeout_group": {"why": _TIMEOUT_TEXT},
     "test_sparse_all_reduce_sum": {"why": "xport takes dense (strided) tensors only: no "
                                           "sparse all_reduce"},
     "test_monitored_barrier_gloo": {"why": _MONITORED},
@@ -167,7 +161,8 @@ CI_SET = {
         "test_all_reduce_coalesced_sum", "test_reduce_sum", "test_broadcast",
         "test_all_gather", "test_all_gather_coalesced_simple", "test_gather",
         "test_scatter", "test_all_to_all", "test_all_to_all_single_unequal_split",
-        "test_barrier", "test_send_recv", "test_send_recv_any_source",
+        "test_barrier", "test_barrier_timeout_global", "test_send_recv",
+        "test_send_recv_any_source",
         "test_send_recv_with_tag", "test_isend", "test_irecv", "test_batch_isend_irecv_gloo",
         "test_get_future", "test_all_reduce_full_group_sum", "test_broadcast_full_group",
         "test_all_to_all_full_group", "test_destroy_group", "test_broadcast_object_list",
