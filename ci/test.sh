@@ -162,6 +162,10 @@ run_config() {
 		# copies). The other dpdk tests run under TSan; memif runs in
 		# the gcc and ASan builds.
 		test_args+=(--no-suite dpdk_memif)
+		# Not the jobs of 7 or more processes (suite many_ranks,
+		# tests/meson.build): the threads TSan checks are the same at
+		# 3 to 6 ranks, which it runs; gcc and ASan run all of them.
+		test_args+=(--no-suite many_ranks)
 		;;
 	esac
 	if [[ $cfg != gcc ]]; then

@@ -14,13 +14,8 @@ script=$1 plot=$2 perf=$3 xprun=$4
 build=$(dirname "$(dirname "$perf")")
 root=$(dirname "$(dirname "$(realpath "$script")")")
 py=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	[[ -s $tmp/err ]] && tail -n 20 "$tmp/err" >&2
-	exit 1
-}
+# shellcheck source=tests/scratch.sh
+source "$(dirname "${BASH_SOURCE[0]}")/scratch.sh"
 
 # --- --dry-run: nothing runs; every command of a round is printed.
 $py "$script" --build "$build" --dry-run >"$tmp/dry" 2>"$tmp/err" || fail "--dry-run exited $?"

@@ -12,13 +12,8 @@ set -uo pipefail
 script=$1 plot=$2 perf=$3
 build=$(dirname "$(dirname "$perf")")
 py=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	[[ -s $tmp/err ]] && tail -n 20 "$tmp/err" >&2
-	exit 1
-}
+# shellcheck source=tests/scratch.sh
+source "$(dirname "${BASH_SOURCE[0]}")/scratch.sh"
 
 $py "$script" --build "$build" --quick --rounds 1 --json-out "$tmp/out.json" \
 	>"$tmp/out" 2>"$tmp/err" || fail "--quick --rounds 1 exited $?"

@@ -12,13 +12,8 @@ plot=$1
 perf=$2
 xprun=$3
 py=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	[[ -s $tmp/err ]] && cat "$tmp/err" >&2
-	exit 1
-}
+# shellcheck source=tests/scratch.sh
+source "$(dirname "${BASH_SOURCE[0]}")/scratch.sh"
 if ! $py -c 'import matplotlib' 2>/dev/null; then
 	echo "SKIP: $py has no matplotlib (apt-get install python3-matplotlib)"
 	exit 77
