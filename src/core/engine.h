@@ -317,6 +317,10 @@ struct xp_context {
 	/* owner: armed timers, a binary min-heap by deadline */
 	struct xpi_timer **timers;
 	uint32_t ntimers, timers_cap;
+	/* owner: the clock of the engine round running (xpi_engine_now) */
+	bool in_round;
+	int64_t round_now;  /* 0: not read in this round yet */
+	uint32_t spin_idle; /* idle rounds in a row of xpi_engine_spin */
 	/* owner: user registrations by address (reg.c) */
 	struct xpi_reg **regs;
 	uint64_t *reg_max_end;
@@ -396,9 +400,31 @@ static inline bool xpi_owner_try_acquire(xp_context_t *ctx)
 	       atomic_exchange_explicit(&ctx->owner, 1, memory_order_acquire) == 0;
 }
 
-/* Runs owned work (drains cmdq, retries pending sends, polls transports).
- * Caller holds the token. Returns events. */
+/* Runs owned work (drains cmdq, retries pending sends, polls transports,
+ * fires the timers due). Caller holds the token. Returns events. */
 int xpi_engine_run(xp_context_t *ctx);
+/*
+ * The same, for a waiter that runs round after round: an idle round that
+ * read no clock looks at the timers only every XPI_SPIN_TIMER_ROUNDS-th
+ * time. With a timer armed (a DPDK pair's retransmission, a delayed
+ * acknowledgement) the clock read for it was a fifth of every idle round,
+ * and the round's length is how late a message is seen; the rounds come
+ * back to back, so a due timer fires a few hundred ns late at most.
+ */
+#define XPI_SPIN_TIMER_ROUNDS 8u
+int xpi_engine_spin(xp_context_t *ctx);
+
+/* The clock (xpi_now_ns) of the engine round running, read at most once
+ * per round however many parts of it ask: a read costs as much as an idle
+ * round of polling. Outside a round (a send the program makes), read now. */
+static inline int64_t xpi_engine_now(xp_context_t *ctx)
+{
+	if (!ctx->in_round)
+		return xpi_now_ns();
+	if (ctx->round_now == 0)
+		ctx->round_now = xpi_now_ns();
+	return ctx->round_now;
+}
 
 /* Lets go of the token; takes it back and runs again while work was handed
  * over meanwhile. Returns the events run after the first release. Wakes a

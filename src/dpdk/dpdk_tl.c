@@ -375,7 +375,7 @@ void dpdk_timer_fire(struct xp_context *ctx, struct xpi_timer *timer)
 {
 	(void)ctx;
 	struct xpi_dpdk_tl *t = xpi_container_of(timer, struct xpi_dpdk_tl, timer);
-	dpdk_service(t, xpi_now_ns());
+	dpdk_service(t, dpdk_clock(t)); /* the round's clock: timers run in one */
 }
 
 static int dpdk_progress(void *tlp)
@@ -383,8 +383,6 @@ static int dpdk_progress(void *tlp)
 	struct xpi_dpdk_tl *t = tlp;
 	/* One clock read for a whole burst and the service after it (the
 	 * first datagram reads it: dpdk_clock), none in an idle round. */
-	t->now_valid = false;
-	t->in_progress = true;
 	t->in_rx = true;
 	int n = xpi_dpdk_poll(t->port, (uint32_t)t->npeers, dpdk_rx_frame, t);
 	if (n == 0 && t->drop.held != NULL)
@@ -399,7 +397,6 @@ static int dpdk_progress(void *tlp)
 	 * moves to the new earliest deadline. */
 	if (n > 0 || t->backlog || t->dirty)
 		dpdk_service(t, dpdk_clock(t));
-	t->in_progress = false;
 	return n;
 }
 

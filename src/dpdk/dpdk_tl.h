@@ -166,15 +166,12 @@ struct xpi_dpdk_tl {
 	/* Datagrams from a pair's address dropped unused: whose MAC did not
 	 * verify, and verified ones seen before (replays, duplicates). */
 	uint64_t auth_failed, auth_replayed;
-	bool dirty;     /* state changed: the timer's deadline is to be recomputed */
-	bool in_rx;     /* inside the port's poll: sends wait for its end */
-	bool backlog;   /* some peer has datagrams queued */
-	bool added;     /* the context owns it (xpi_context_add_tl) */
-	bool all_ranks; /* every rank of the job has this transport */
-	bool closing;   /* its end: nothing more goes to the engine */
-	int64_t now;    /* the clock, read once per progress round that needs it */
-	bool now_valid; /* read in this round */
-	bool in_progress;
+	bool dirty;                    /* state changed: the timer's deadline is to be recomputed */
+	bool in_rx;                    /* inside the port's poll: sends wait for its end */
+	bool backlog;                  /* some peer has datagrams queued */
+	bool added;                    /* the context owns it (xpi_context_add_tl) */
+	bool all_ranks;                /* every rank of the job has this transport */
+	bool closing;                  /* its end: nothing more goes to the engine */
 	int nasks;                     /* sends whose withdrawal was asked and not yet answered */
 	bool close_in_turn;            /* every rank at its end: rank 0 closes its port first */
 	int nfailed_seen;              /* ctx->nfailed when last looked at */
@@ -183,16 +180,10 @@ struct xpi_dpdk_tl {
 	uint32_t nfree_small;
 };
 
-/* The clock of this progress round, read once (outside one: read now). */
+/* The clock of the engine's round, read once (outside one: read now). */
 static inline int64_t dpdk_clock(struct xpi_dpdk_tl *t)
 {
-	if (!t->in_progress)
-		return xpi_now_ns();
-	if (!t->now_valid) {
-		t->now = xpi_now_ns();
-		t->now_valid = true;
-	}
-	return t->now;
+	return xpi_engine_now(t->ctx);
 }
 
 /* dpdk_tx.c */
