@@ -53,6 +53,11 @@ test_packages=(
 	# the PyTorch backend (python/xport, meson option torch) and its tests:
 	# torch with c10d's headers, pybind11, Python's headers
 	python3-torch libtorch-dev pybind11-dev python3-dev
+	# the launchers suite (tests/launchers/run.sh): a one-node Slurm
+	# cluster (tests/slurm/start.sh; its pmi2 and pmix plugins are in
+	# slurm-wlm-basic-plugins), Open MPI's mpirun, and PMIx for the
+	# pmix option (meson.build)
+	slurm-wlm slurm-wlm-basic-plugins munge openmpi-bin libpmix-dev
 )
 
 case ${1:-} in

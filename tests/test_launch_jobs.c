@@ -6,7 +6,8 @@
  * previous. One section per run (argv[1]):
  *
  *   mpirun-slurm  Open MPI's variables for 2 ranks inside a Slurm
- *                 allocation of 1 task: a job of 2, and a warning naming both
+ *                 allocation of 1 task: a job of 2, and no warning (Slurm
+ *                 is the outer launcher: the normal case)
  *   slurm         srun's variables only, no XP_ADDR: the rendezvous is
  *                 derived from the step (the job id is chosen so that the
  *                 derived port is free; skipped if none is). No job key:
@@ -171,6 +172,15 @@ static void rank_env(struct job *j, int rank)
 	setenv("XP_ADDR", addr, 1);
 }
 
+/* How many times @needle occurs in @text. */
+static int count_of(const char *text, const char *needle)
+{
+	int n = 0;
+	for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
 static int mpirun_slurm_rank(int rank, void *arg)
 {
 	struct job *j = arg;
@@ -197,10 +207,8 @@ static int test_mpirun_slurm(void)
 	T_EQ(run_ranks(&j), 0);
 	char text[16384];
 	read_log(j.log_fd, text, sizeof(text));
-	T_CONTAINS(text, "launchers disagree");
-	T_CONTAINS(text, "Open MPI says rank 1 of 2");
-	T_CONTAINS(text, "Slurm says SLURM_PROCID=0 SLURM_NTASKS=1");
-	T_CONTAINS(text, "using Open MPI's");
+	/* mpirun inside an allocation is the normal case: no warning. */
+	T_EQ(count_of(text, "launchers disagree"), 0);
 	fclose(log);
 	return 0;
 }
@@ -235,15 +243,6 @@ static int slurm_rank(int rank, void *arg)
 	setenv("SLURMD_NODENAME", "localhost", 1);
 	dup2(j->log_fd, STDERR_FILENO);
 	return init_and_ring(rank, j->n);
-}
-
-/* How many times @needle occurs in @text. */
-static int count_of(const char *text, const char *needle)
-{
-	int n = 0;
-	for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle))
-		n++;
-	return n;
 }
 
 static int test_slurm(void)

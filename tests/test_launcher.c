@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "job/launcher.h"
@@ -91,17 +92,49 @@ static void test_precedence(void)
 		T_CHECK(strcmp(l.addr, "h:5") == 0);
 	}
 
-	/* mpirun inside a Slurm allocation: Open MPI started the process. */
+	/* mpirun inside a Slurm allocation: Open MPI started the process, and
+	 * Slurm's other count is the allocation's, the normal case: no
+	 * warning. */
 	expect(ENV("SLURM_PROCID=0", "SLURM_NTASKS=1", "OMPI_COMM_WORLD_RANK=1",
 		   "OMPI_COMM_WORLD_SIZE=2", "XP_ADDR=127.0.0.1:7000"),
 	       0, &l);
 	T_CHECK(strcmp(l.launcher, "Open MPI") == 0);
 	T_EQ(l.rank, 1);
 	T_EQ(l.size, 2);
-	T_CONTAINS(l.warning, "Open MPI says rank 1 of 2");
-	T_CONTAINS(l.warning, "OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2");
-	T_CONTAINS(l.warning, "Slurm says SLURM_PROCID=0 SLURM_NTASKS=1");
-	T_CONTAINS(l.warning, "using Open MPI's");
+	T_EQ(l.warning[0], '\0');
+	/* A real conflict is still named: XP_RANK/XP_SIZE left behind under
+	 * mpirun. */
+	expect(ENV("XP_RANK=0", "XP_SIZE=2", "XP_ADDR=h:9", "OMPI_COMM_WORLD_RANK=1",
+		   "OMPI_COMM_WORLD_SIZE=2"),
+	       0, &l);
+	T_CONTAINS(l.warning, "xport says rank 0 of 2");
+	T_CONTAINS(l.warning, "Open MPI says OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2");
+	T_CONTAINS(l.warning, "using xport's");
+
+	/* srun --mpi=pmi2: Slurm's pmi2 plugin sets PMI_*, the step agrees:
+	 * Slurm, with its derived rendezvous. */
+	expect(ENV("PMI_RANK=1", "PMI_SIZE=4", "PMI_JOBID=77.3", "SLURM_PROCID=1", "SLURM_NTASKS=4",
+		   "SLURM_JOB_ID=77", "SLURM_STEP_ID=3", "SLURM_STEP_NODELIST=n[1-2]"),
+	       0, &l);
+	T_CHECK(strcmp(l.launcher, "Slurm") == 0);
+	T_EQ(l.rank, 1);
+	T_EQ(l.size, 4);
+	T_EQ(l.warning[0], '\0');
+	T_CHECK(strcmp(l.host, "n1") == 0);
+	T_EQ(atoi(l.port), xpi_slurm_port(77, 3));
+	T_CHECK(strcmp(l.job_name, "slurm 77.3") == 0);
+	/* Hydra's ranks inside a Slurm step of proxies (one per node): PMI's. */
+	expect(ENV("PMI_RANK=3", "PMI_SIZE=4", "SLURM_PROCID=1", "SLURM_NTASKS=2",
+		   "SLURM_JOB_ID=77", "SLURM_STEP_ID=3", "SLURM_STEP_NODELIST=n[1-2]",
+		   "XP_ADDR=h:1"),
+	       0, &l);
+	T_CHECK(strcmp(l.launcher, "MPICH/Intel MPI (PMI)") == 0);
+	T_EQ(l.rank, 3);
+	/* PMI_JOBID of another step is not this step's PMI. */
+	expect(ENV("PMI_RANK=1", "PMI_SIZE=2", "PMI_JOBID=77.2", "SLURM_PROCID=1", "SLURM_NTASKS=2",
+		   "SLURM_JOB_ID=77", "SLURM_STEP_ID=3", "SLURM_STEP_NODELIST=n1", "XP_ADDR=h:1"),
+	       0, &l);
+	T_CHECK(strcmp(l.launcher, "MPICH/Intel MPI (PMI)") == 0);
 
 	/* Agreeing launchers say nothing. */
 	expect(ENV("SLURM_PROCID=1", "SLURM_NTASKS=2", "OMPI_COMM_WORLD_RANK=1",
@@ -116,7 +149,7 @@ static void test_precedence(void)
 	       0, &l);
 	T_CHECK(strcmp(l.launcher, "torchrun") == 0);
 	T_EQ(l.rank, 5);
-	T_CONTAINS(l.warning, "Slurm says SLURM_PROCID=1 SLURM_NTASKS=2");
+	T_EQ(l.warning[0], '\0');
 
 	/* xport over everything; two disagreements, both named. */
 	expect(ENV("XP_RANK=0", "XP_SIZE=4", "XP_ADDR=h:9", "RANK=3", "WORLD_SIZE=4",
@@ -124,20 +157,17 @@ static void test_precedence(void)
 	       0, &l);
 	T_CHECK(strcmp(l.launcher, "xport") == 0);
 	T_CONTAINS(l.warning, "torchrun says RANK=3 WORLD_SIZE=4");
-	T_CONTAINS(l.warning, "Slurm says SLURM_PROCID=0 SLURM_NTASKS=1");
+	T_CHECK(strstr(l.warning, "Slurm says") == NULL);
 
 	/* A loser with only its size, or a malformed one, disagrees; it is
 	 * not an error: it is not the launcher that started us. */
-	expect(ENV("OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2", "XP_ADDR=h:9",
-		   "SLURM_NTASKS=x"),
-	       0, &l);
-	T_CONTAINS(l.warning, "SLURM_PROCID unset SLURM_NTASKS=x");
+	expect(ENV("XP_RANK=0", "XP_SIZE=2", "XP_ADDR=h:9", "WORLD_SIZE=x"), 0, &l);
+	T_CONTAINS(l.warning, "RANK unset WORLD_SIZE=x");
 
 	/* A job of one by the winner, others disagreeing: still warned. */
-	expect(ENV("WORLD_SIZE=1", "RANK=0", "SLURM_PROCID=3", "SLURM_NTASKS=4"),
-	       XPI_LAUNCH_SINGLETON, &l);
-	T_CHECK(strcmp(l.launcher, "torchrun") == 0);
-	T_CONTAINS(l.warning, "SLURM_PROCID=3");
+	expect(ENV("XP_SIZE=1", "XP_RANK=0", "RANK=3", "WORLD_SIZE=4"), XPI_LAUNCH_SINGLETON, &l);
+	T_CHECK(strcmp(l.launcher, "xport") == 0);
+	T_CONTAINS(l.warning, "RANK=3");
 
 	/* Half of another launcher's set is nothing; half of ours is wrong.
 	 * An empty value is unset. */
@@ -240,7 +270,7 @@ static void test_slurm(void)
 	snprintf(port, sizeof(port), "%d", xpi_slurm_port(123456, 2));
 	T_CHECK(strcmp(l.port, port) == 0);
 	/* The documented rule, by hand: 20000 + (123456 * 101 + 2) mod 12000. */
-	T_EQ(xpi_slurm_port(123456, 2), 20000 + (123456L * 101 + 2) % 12000);
+	T_EQ(xpi_slurm_port(123456, 2), 20000 + (123456 % 600) * 20 + 2);
 	T_CONTAINS(l.addr_from, "SLURM_STEP_NODELIST");
 	T_CONTAINS(l.addr_from, "SLURM_JOB_ID=123456");
 	/* Falls back to the job's node list, then SLURM_NODELIST; SLURM_STEPID. */
@@ -260,20 +290,42 @@ static void test_slurm(void)
 			 "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=a"),
 		     ENV("Open MPI", "XP_ADDR"));
 
-	/* Ports: distinct for the steps of a job, in range, off the
-	 * ephemeral range; nearby jobs apart. */
-	for (unsigned long job = 0; job < 3000; job += 7) {
+	/* Ports: in range, off the ephemeral range; the steps 0 to 19 of 600
+	 * consecutive jobs all apart (the window xpi_slurm_port promises),
+	 * and the old formula's collision: step 101 of job J against step 0
+	 * of job J + 1. */
+	for (unsigned long first = 0; first < 5000; first += 1237) {
 		static char seen[XPI_SLURM_PORT_SPAN];
 		memset(seen, 0, sizeof(seen));
-		for (unsigned long step = 0; step < 200; step++) {
-			int p = xpi_slurm_port(job, step);
-			T_CHECK(p >= 20000 && p < 32000);
-			T_EQ(seen[p - 20000], 0);
-			seen[p - 20000] = 1;
+		for (unsigned long job = first; job < first + XPI_SLURM_PORT_JOBS; job++) {
+			for (unsigned long step = 0; step < XPI_SLURM_PORT_STEPS; step++) {
+				int p = xpi_slurm_port(job, step);
+				T_CHECK(p >= 20000 && p < 32000);
+				T_EQ(seen[p - 20000], 0);
+				seen[p - 20000] = 1;
+			}
 		}
-		T_CHECK(xpi_slurm_port(job, 0) != xpi_slurm_port(job + 1, 0));
 	}
+	for (unsigned long job = 0; job < 100000; job += 13)
+		T_CHECK(xpi_slurm_port(job, 101) != xpi_slurm_port(job + 1, 0));
 	T_CHECK(xpi_slurm_port(4294967295UL, 4294967279UL) >= 20000);
+	T_CHECK(xpi_slurm_port(4294967295UL, 4294967279UL) < 32000);
+
+	/* Ports Slurm reserved for the step win over the formula. */
+	expect_rendezvous(ENV("SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_JOB_ID=9",
+			      "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=a",
+			      "SLURM_STEP_RESV_PORTS=12000-12003"),
+			  "addr", "a:12000");
+	expect_rendezvous(ENV("SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_JOB_ID=9",
+			      "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=a",
+			      "SLURM_STEP_RESV_PORTS=12007,12009"),
+			  "addr", "a:12007");
+	expect_error(ENV("SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_JOB_ID=9", "SLURM_STEP_ID=0",
+			 "SLURM_STEP_NODELIST=a", "SLURM_STEP_RESV_PORTS=x12"),
+		     ENV("SLURM_STEP_RESV_PORTS=x12", "port list"));
+	expect_error(ENV("SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_JOB_ID=9", "SLURM_STEP_ID=0",
+			 "SLURM_STEP_NODELIST=a", "SLURM_STEP_RESV_PORTS=70000"),
+		     ENV("SLURM_STEP_RESV_PORTS=70000"));
 
 	/* Every missing or malformed piece names its variable. */
 	expect_error(

@@ -30,6 +30,7 @@
 #include "core/engine.h"
 #include "core/settings.h"
 #include "job/backend.h"
+#include "job/pmix.h"
 #include "select/card.h"
 
 /* The project's version (meson.build); the header's XP_VERSION_* must
@@ -307,9 +308,12 @@ static int job_part(bool *printed)
 	if (rc == 0 && me == 0) {
 		bool first = true;
 		if (json)
-			printf("  \"job\": {\"size\": %d, \"routes\": [", n);
+			printf("  \"job\": {\"size\": %d, \"pmix_used\": %s, \"routes\": [", n,
+			       xpi_pmix_used() ? "true" : "false");
 		else
-			printf("\nJob of %d ranks: what serves each pair%s\n", n,
+			printf("\nJob of %d ranks (formed through PMIx: %s): what serves each "
+			       "pair%s\n",
+			       n, xpi_pmix_used() ? "yes" : "no",
 			       rows == n ? "" : " (rank 0's only: a large job)");
 		for (int from = 0; from < rows; from++)
 			for (int to = 0; to < n; to++)
@@ -377,6 +381,10 @@ int main(int argc, char **argv)
 	/* Only rank 0 of a job prints the host's part: the others would
 	 * print the same lines again. */
 	const char *launched_rank = getenv("XP_RANK");
+	if (launched_rank == NULL)
+		launched_rank = getenv("OMPI_COMM_WORLD_RANK");
+	if (launched_rank == NULL)
+		launched_rank = getenv("PMIX_RANK");
 	bool quiet = launched_rank != NULL && strcmp(launched_rank, "0") != 0;
 	xp_config_t cfg;
 	int bad = 0;
@@ -398,6 +406,12 @@ int main(int argc, char **argv)
 		printf("xport %s\n  transports built: inproc, %s%s%s\n", VERSION_TEXT, built,
 		       missing[0] != '\0' ? "; not built: " : "", missing);
 	}
+	if (json)
+		printf("  \"pmix_built\": %s,\n", xpi_pmix_built() ? "true" : "false");
+	else
+		printf("  PMIx: %s\n",
+		       xpi_pmix_built() ? "built (mpirun and srun --mpi=pmix need no address)" :
+					  "not built (meson option pmix; libpmix-dev)");
 	print_transports();
 	bad = print_settings(&cfg);
 	print_hugepages(&cfg);

@@ -15,6 +15,8 @@
 #include "auth.h"
 #include "bootstrap.h"
 #include "launcher.h"
+#include "pmix.h"
+#include "port_owner.h"
 #include "unique_id.h"
 #include "../core/compiler.h"
 #include "../core/engine.h"
@@ -41,8 +43,10 @@ struct xpi_boot {
 	int rank, size;
 	int timeout_ms;
 	uint8_t key[XPI_AUTH_KEY_LEN];
-	/* What the job's handshakes with rank 0 bind (auth.h): its port. */
-	uint8_t bind[3];
+	/* What the job's handshakes with rank 0 bind (auth.h): its port and
+	 * the launcher's name for the job (struct xpi_launch's job_name). */
+	uint8_t bind[3 + XPI_LAUNCH_JOB_NAME_MAX];
+	size_t bind_len;
 	/* Rank 0 draws it; every other rank learns it, authenticated, in its
 	 * handshake with rank 0. */
 	uint8_t job_nonce[XPI_BOOT_JOB_ID_LEN];
@@ -221,12 +225,18 @@ static int root_listen(struct xpi_boot *b, const struct xpi_launch *e, bool retr
 		backoff_ms = backoff_ms * 2 > CONNECT_BACKOFF_MAX_MS ? CONNECT_BACKOFF_MAX_MS :
 								       backoff_ms * 2;
 	}
-	if (rc == -EADDRINUSE)
+	if (rc == -EADDRINUSE) {
+		/* The other ranks reach whoever holds it: another job's rank 0
+		 * refuses them at once (boot_bind), so they fail now too. */
+		char owner[128];
+		xpi_port_owner(xpi_sock_addr_port((struct sockaddr *)&ss), owner, sizeof(owner));
 		return fail(rc,
-			    "rank 0: cannot listen on %s (from %s): the port is in use (by an "
+			    "rank 0: cannot listen on %s (from %s): port %d is in use%s%s (an "
 			    "earlier job still running, or another program? export XP_ADDR to "
 			    "choose another port)",
-			    e->addr, e->addr_from);
+			    e->addr, e->addr_from, xpi_sock_addr_port((struct sockaddr *)&ss),
+			    owner[0] != '\0' ? " by " : "", owner);
+	}
 	if (rc < 0)
 		return fail(rc, "rank 0: cannot listen on %s (from %s): %s", e->addr, e->addr_from,
 			    errtext(rc));
@@ -268,7 +278,7 @@ static int root_accept_ranks(struct xpi_boot *b, const struct xpi_launch *e, int
 		.auth = { .key = b->key,
 			  .my_rank = 0,
 			  .size = b->size,
-			  .bind = { b->bind, sizeof(b->bind) },
+			  .bind = { b->bind, b->bind_len },
 			  .send = b->job_nonce,
 			  .send_len = sizeof(b->job_nonce) },
 		.handshake_ms = HANDSHAKE_MAX_MS,
@@ -382,7 +392,7 @@ static int join_root_once(struct xpi_boot *b, const struct xpi_launch *e, int64_
 		.key = b->key,
 		.my_rank = b->rank,
 		.size = b->size,
-		.bind = { b->bind, sizeof(b->bind) },
+		.bind = { b->bind, b->bind_len },
 		.recv_len = sizeof(b->job_nonce),
 	};
 	rc = xpi_auth_handshake(fd, &aa, xpi_deadline_left_ms(deadline), &peer, b->job_nonce);
@@ -396,10 +406,13 @@ static int join_root_once(struct xpi_boot *b, const struct xpi_launch *e, int64_
 		if (rc == -EACCES)
 			return fail(
 				rc,
-				"rank %d: wrong job key: rank 0 at %s (from %s) has another job "
-				"key than this rank, or is rank 0 of another job with the same "
-				"key; every rank needs the same XP_JOB_KEY",
-				b->rank, e->addr, e->addr_from);
+				"rank %d: wrong job key, or not this job's rank 0: the process at "
+				"%s (from %s) is either rank 0 with another XP_JOB_KEY (every "
+				"rank needs the same), or rank 0 of another job with the same "
+				"key%s that holds the port (this job's rank 0 then could not "
+				"bind it: its error names the port and who holds it)",
+				b->rank, e->addr, e->addr_from,
+				e->job_name[0] != '\0' ? " (another Slurm step)" : "");
 		if (rc == -ECONNRESET)
 			return fail(
 				rc,
@@ -519,14 +532,20 @@ void xpi_boot_key_from_uid(const uint8_t *uid_key, uint8_t *key)
 
 /* What the handshakes with rank 0 bind (auth.h): the rendezvous port, the
  * one part of rank 0's address every rank is told the same way (hosts may
- * be names on some ranks and addresses on others). Rank 0 also draws the
- * job's nonce here. */
+ * be names on some ranks and addresses on others), and the launcher's name
+ * for the job where it has one (Slurm's job and step), so that two jobs
+ * that share a key and, by a collision, a port refuse each other at once
+ * instead of one's ranks retrying the other's rank 0. Rank 0 also draws
+ * the job's nonce here. */
 static int boot_bind(struct xpi_boot *b, const struct xpi_launch *e)
 {
 	long port = strtol(e->port, NULL, 10);
 	b->bind[0] = 'B';
 	b->bind[1] = (uint8_t)(port >> 8);
 	b->bind[2] = (uint8_t)port;
+	size_t nl = strlen(e->job_name);
+	memcpy(b->bind + 3, e->job_name, nl);
+	b->bind_len = 3 + nl;
 	if (b->rank != 0)
 		return 0;
 	int rc = xpi_auth_random(b->job_nonce, sizeof(b->job_nonce));
@@ -550,15 +569,59 @@ static void warn_no_key(int lfd)
 		where);
 }
 
+/*
+ * Under a PMIx server (xpi_launch_pmix_wanted): PMIx gives rank, size and
+ * rank 0's unique id (pmix.h), and the job forms from the id as
+ * xp_init_rank's does. 0 with @po describing that job, 1 if PMIx is not
+ * for this process, XPI_BOOT_SINGLETON, or a negative errno.
+ */
+static int launch_from_pmix(const struct xpi_boot_opts *o, struct xpi_boot_opts *po,
+			    struct xp_unique_id *id, struct xpi_pmix_job *pj)
+{
+	char why_not[200];
+	if (!xpi_pmix_built() ||
+	    !xpi_launch_pmix_wanted(xpi_env_getenv, NULL, why_not, sizeof(why_not))) {
+		if (xpi_pmix_built() && getenv("PMIX_RANK") != NULL && xpi_debug_on("transport"))
+			xpi_log(XPI_LOG_DEBUG, "not forming the job through PMIx: %s", why_not);
+		return 1;
+	}
+	int timeout = o->boot_timeout_ms > 0 ? o->boot_timeout_ms : o->timeout_ms;
+	int rc = xpi_pmix_job(timeout, pj, id);
+	if (rc == 1)
+		return XPI_BOOT_SINGLETON;
+	if (rc < 0)
+		return fail(rc, "bootstrap: forming the job through PMIx: %s", xp_error_detail());
+	*po = *o;
+	po->explicit_job = true; /* the id's key and address; no launcher variables */
+	po->rank = pj->rank;
+	po->size = pj->size;
+	po->id = id;
+	return 0;
+}
+
 int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out)
 {
 	struct xpi_launch e;
 	uint8_t key[XPI_AUTH_KEY_LEN] = { 0 };
 	if (out == NULL || o == NULL || o->timeout_ms <= 0)
 		return -EINVAL;
-	int rc = o->explicit_job ? launch_from_id(o, &e, key) : launch_from_env(&e);
+	struct xpi_boot_opts po;
+	struct xp_unique_id pmix_id;
+	struct xpi_pmix_job pj = { 0 };
+	int rc = o->explicit_job ? 1 : launch_from_pmix(o, &po, &pmix_id, &pj);
+	if (rc == 0)
+		o = &po;
+	else if (rc != 1)
+		return rc; /* XPI_BOOT_SINGLETON or an error */
+	rc = o->explicit_job ? launch_from_id(o, &e, key) : launch_from_env(&e);
 	if (rc != 0)
 		return rc; /* XPI_BOOT_SINGLETON or -EINVAL */
+	if (o == &po) {
+		e.launcher = "PMIx";
+		snprintf(e.addr_from, sizeof(e.addr_from),
+			 "rank 0's id through PMIx (host %.64s, local rank %d of %d)",
+			 pj.host[0] != '\0' ? pj.host : "?", pj.local_rank, pj.local_size);
+	}
 
 	struct xpi_boot *b = calloc(1, sizeof(*b));
 	if (b == NULL) {
@@ -619,8 +682,7 @@ int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out)
 		if (rc < 0)
 			goto fail;
 	}
-	xpi_auth_job_id((struct xpi_auth_bind){ b->bind, sizeof(b->bind) }, b->job_nonce,
-			b->job_id);
+	xpi_auth_job_id((struct xpi_auth_bind){ b->bind, b->bind_len }, b->job_nonce, b->job_id);
 	xpi_log(XPI_LOG_INFO, "rank %d of %d: job formed (launcher %s, rendezvous %s from %s)",
 		b->rank, b->size, e.launcher, e.addr, e.addr_from);
 	*out = b;

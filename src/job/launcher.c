@@ -23,6 +23,7 @@ static const struct launcher_vars {
 	{ "torchrun", "RANK", "WORLD_SIZE" },
 	{ "Slurm", "SLURM_PROCID", "SLURM_NTASKS" },
 };
+enum { LAUNCHER_PMI = 2, LAUNCHER_SLURM = 4 };
 
 const char *xpi_env_getenv(void *arg, const char *name)
 {
@@ -214,10 +215,23 @@ done:
 
 int xpi_slurm_port(unsigned long job_id, unsigned long step_id)
 {
-	unsigned long long v =
-		(unsigned long long)(job_id % XPI_SLURM_PORT_SPAN) * XPI_SLURM_PORT_JOB_STRIDE +
-		step_id % XPI_SLURM_PORT_SPAN;
-	return XPI_SLURM_PORT_BASE + (int)(v % XPI_SLURM_PORT_SPAN);
+	unsigned long slot = job_id % XPI_SLURM_PORT_JOBS, step = step_id % XPI_SLURM_PORT_STEPS;
+	return XPI_SLURM_PORT_BASE + (int)(slot * XPI_SLURM_PORT_STEPS + step);
+}
+
+int xpi_slurm_resv_port(const char *list)
+{
+	/* "12000-12003", "12000,12005" or "12000": the first number. */
+	size_t n = strspn(list, "0123456789");
+	long port;
+	char first[8];
+	if (n == 0 || n >= sizeof(first) || (list[n] != '\0' && list[n] != '-' && list[n] != ','))
+		return -EINVAL;
+	memcpy(first, list, n);
+	first[n] = '\0';
+	if (parse_long(first, 1, 65535, &port) < 0)
+		return -EINVAL;
+	return (int)port;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -275,6 +289,25 @@ static int slurm_address(struct reader *r)
 			     "%s=%s is Slurm's batch, extern or interactive step, not one srun "
 			     "started: run the program with srun, or export XP_ADDR=host:port",
 			     sv, ss);
+	/* Rank 0's handshakes name the step: a rank that reaches another
+	 * step's rank 0 on this port is refused at once (bootstrap.c). */
+	snprintf(e->job_name, sizeof(e->job_name), "slurm %ld.%ld", job, step);
+	const char *rp = var(r, "SLURM_STEP_RESV_PORTS");
+	if (rp != NULL) {
+		/* Ports Slurm reserved for this step (MpiParams=ports=, or
+		 * srun --resv-ports): no other step holds them. */
+		int port = xpi_slurm_resv_port(rp);
+		if (port < 0)
+			return error(r,
+				     "SLURM_STEP_RESV_PORTS=%s is not a port list (e.g. "
+				     "12000-12003)",
+				     rp);
+		snprintf(e->port, sizeof(e->port), "%u", (unsigned)(uint16_t)port);
+		snprintf(e->addr_from, sizeof(e->addr_from),
+			 "the first host of %s, the first port of SLURM_STEP_RESV_PORTS=%s", lv,
+			 rp);
+		return 0;
+	}
 	snprintf(e->port, sizeof(e->port), "%d",
 		 xpi_slurm_port((unsigned long)job, (unsigned long)step));
 	snprintf(e->addr_from, sizeof(e->addr_from),
@@ -383,12 +416,17 @@ static void describe(const struct reader *r, const struct launcher_vars *l, char
 }
 
 /* Names, in the warning, every later launcher whose variables say another
- * rank or size than the winner's. */
+ * rank or size than the winner's. Not Slurm: it is the outermost launcher
+ * wherever it is there, and a launcher inside its allocation or step
+ * (mpirun under salloc or sbatch, torchrun or xprun under srun) sees
+ * Slurm's other count of tasks as a matter of course. */
 static void check_others(struct reader *r, size_t winner)
 {
 	struct xpi_launch *e = r->e;
 	for (size_t i = winner + 1; i < XPI_ARRAY_SIZE(launchers); i++) {
 		const struct launcher_vars *l = &launchers[i];
+		if (i == LAUNCHER_SLURM)
+			continue;
 		const char *rs = var(r, l->rank_var), *ss = var(r, l->size_var);
 		long rank, size;
 		if (ss == NULL)
@@ -408,6 +446,31 @@ static void check_others(struct reader *r, size_t winner)
 	}
 }
 
+/*
+ * PMI_RANK and PMI_SIZE set by srun's pmi2 plugin (srun --mpi=pmi2, or any
+ * srun on a cluster whose MpiDefault is pmi2), not by MPICH's Hydra: the
+ * step's own variables are there and agree, and PMI_JOBID, if set, is
+ * Slurm's "<job>.<step>". Hydra under Slurm starts its proxies with srun,
+ * one task per node, so SLURM_PROCID and SLURM_NTASKS count nodes there
+ * and do not match its ranks (but for one rank per node: then Slurm's
+ * derived rendezvous is as good as any).
+ */
+static bool slurm_under_pmi(const struct reader *r)
+{
+	const char *pr = var(r, "PMI_RANK"), *ps = var(r, "PMI_SIZE");
+	const char *sr = var(r, "SLURM_PROCID"), *sn = var(r, "SLURM_NTASKS");
+	const char *job = var(r, "SLURM_JOB_ID"), *step = var(r, "SLURM_STEP_ID");
+	if (step == NULL)
+		step = var(r, "SLURM_STEPID");
+	if (pr == NULL || ps == NULL || sr == NULL || sn == NULL || job == NULL || step == NULL ||
+	    strcmp(pr, sr) != 0 || strcmp(ps, sn) != 0)
+		return false;
+	const char *pj = var(r, "PMI_JOBID");
+	char want[48];
+	snprintf(want, sizeof(want), "%s.%s", job, step);
+	return pj == NULL || strcmp(pj, want) == 0;
+}
+
 int xpi_launch_read(xpi_env_get_fn get, void *arg, struct xpi_launch *out)
 {
 	struct reader r = { .get = get, .arg = arg, .e = out };
@@ -422,6 +485,8 @@ int xpi_launch_read(xpi_env_get_fn get, void *arg, struct xpi_launch *out)
 		w++;
 	if (w == XPI_ARRAY_SIZE(launchers))
 		return XPI_LAUNCH_SINGLETON;
+	if (w == LAUNCHER_PMI && slurm_under_pmi(&r))
+		w = LAUNCHER_SLURM;
 	const struct launcher_vars *l = &launchers[w];
 	const char *ss = var(&r, l->size_var), *rs = var(&r, l->rank_var);
 	long size, rank;
@@ -449,4 +514,40 @@ int xpi_launch_read(xpi_env_get_fn get, void *arg, struct xpi_launch *out)
 		out->listen_fd = (int)fd;
 	}
 	return read_address(&r);
+}
+
+bool xpi_launch_pmix_wanted(xpi_env_get_fn get, void *arg, char *why_not, size_t n)
+{
+	struct reader r = { .get = get, .arg = arg };
+	const char *pr = var(&r, "PMIX_RANK");
+	/* Set by hand, or by a launcher that started this process inside a
+	 * PMIx job (torchrun under srun --mpi=pmix: PMIX_RANK is its agent's). */
+	static const char *const over[] = { "XP_SIZE", "XP_ADDR", "WORLD_SIZE", "MASTER_ADDR" };
+	snprintf(why_not, n, "%s", "");
+	if (pr == NULL || var(&r, "PMIX_NAMESPACE") == NULL) {
+		snprintf(why_not, n, "no PMIx server (PMIX_RANK, PMIX_NAMESPACE unset)");
+		return false;
+	}
+	for (size_t i = 0; i < XPI_ARRAY_SIZE(over); i++) {
+		if (var(&r, over[i]) != NULL) {
+			snprintf(why_not, n, "%s=%s is set: it takes precedence over PMIx", over[i],
+				 var(&r, over[i]));
+			return false;
+		}
+	}
+	/* The launcher's own rank must be PMIx's: not so in a process that a
+	 * PMIx client started by itself (an inherited PMIX_RANK). */
+	static const char *const ranks[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID" };
+	for (size_t i = 0; i < XPI_ARRAY_SIZE(ranks); i++) {
+		const char *v = var(&r, ranks[i]);
+		if (v == NULL)
+			continue;
+		if (strcmp(v, pr) != 0) {
+			snprintf(why_not, n, "%s=%s but PMIX_RANK=%s: PMIx is another process's",
+				 ranks[i], v, pr);
+			return false;
+		}
+		break; /* the innermost launcher agrees */
+	}
+	return true;
 }

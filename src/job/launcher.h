@@ -16,10 +16,15 @@
  *   torchrun              RANK / WORLD_SIZE
  *   Slurm (srun)          SLURM_PROCID / SLURM_NTASKS
  *
+ * PMI_RANK/PMI_SIZE that srun's pmi2 plugin set (the step's SLURM_PROCID,
+ * SLURM_NTASKS agree and PMI_JOBID is "<job>.<step>") are Slurm's: srun
+ * works whatever its --mpi plugin.
+ *
  * Every later launcher whose variables are also set and say another rank
- * or size is named in a warning. XP_RANK without XP_SIZE is an error (our
- * own variables are not set by accident); half of another launcher's set
- * is not ours to judge.
+ * or size is named in a warning, but for Slurm, the outermost launcher
+ * wherever it is set (mpirun under salloc is the normal case). XP_RANK
+ * without XP_SIZE is an error (our own variables are not set by accident);
+ * half of another launcher's set is not ours to judge.
  *
  * The rendezvous address, first that applies:
  *   XP_ADDR                   "host:port" or "[ipv6]:port", as given
@@ -28,12 +33,14 @@
  *                             TCPStore on MASTER_PORT itself
  *   Slurm only                the first host of SLURM_STEP_NODELIST
  *                             (else SLURM_JOB_NODELIST, SLURM_NODELIST) on
+ *                             the first port of SLURM_STEP_RESV_PORTS, else
  *                             the port xpi_slurm_port(SLURM_JOB_ID,
  *                             SLURM_STEP_ID) gives
  */
 #ifndef XPI_LAUNCHER_H
 #define XPI_LAUNCHER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* xpi_launch_read() found no launcher, or a job of one rank. */
@@ -42,12 +49,18 @@
 /* The largest job size accepted, as xp_init. */
 #define XPI_LAUNCH_MAX_SIZE (1 << 24)
 
-/* Ports derived under Slurm: XPI_SLURM_PORT_BASE + a value below
- * XPI_SLURM_PORT_SPAN, so 20000 to 31999, below Linux's ephemeral range
- * (32768 to 60999), where connections' own ports never land. */
+/*
+ * Ports derived under Slurm (without SLURM_STEP_RESV_PORTS): a slot of
+ * XPI_SLURM_PORT_STEPS ports per job, XPI_SLURM_PORT_JOBS slots, so 20000
+ * to 31999, below Linux's ephemeral range (32768 to 60999), where
+ * connections' own ports never land. See xpi_slurm_port.
+ */
 #define XPI_SLURM_PORT_BASE 20000
-#define XPI_SLURM_PORT_SPAN 12000
-#define XPI_SLURM_PORT_JOB_STRIDE 101
+#define XPI_SLURM_PORT_STEPS 20
+#define XPI_SLURM_PORT_JOBS 600
+#define XPI_SLURM_PORT_SPAN (XPI_SLURM_PORT_STEPS * XPI_SLURM_PORT_JOBS)
+/* The launcher's name for the job, bound into rank 0's handshakes. */
+#define XPI_LAUNCH_JOB_NAME_MAX 48
 
 /* Returns the variable's value, or NULL if it is not set. */
 typedef const char *(*xpi_env_get_fn)(void *arg, const char *name);
@@ -64,6 +77,10 @@ struct xpi_launch {
 	char port[8];
 	char addr[300];      /* "host:port" or "[v6]:port", for messages */
 	char addr_from[200]; /* where the address came from, for messages */
+	/* The launcher's name for this job ("slurm <job>.<step>"), or "": every
+	 * rank's handshake with rank 0 binds it, so a rank that reaches
+	 * another job's rank 0 on the same port is refused at once. */
+	char job_name[XPI_LAUNCH_JOB_NAME_MAX];
 	/* XP_BOOT_LISTEN_FD (rank 0 only), or -1. */
 	int listen_fd;
 	/* Launchers that disagree with the winner, or "": to be logged. */
@@ -82,13 +99,36 @@ struct xpi_launch {
 int xpi_launch_read(xpi_env_get_fn get, void *arg, struct xpi_launch *out);
 
 /*
+ * Whether xp_init forms the job through the launcher's PMIx server
+ * (pmix.h): PMIX_RANK and PMIX_NAMESPACE are set (srun --mpi=pmix, Open
+ * MPI's mpirun), none of XP_SIZE, XP_ADDR, WORLD_SIZE, MASTER_ADDR is (our
+ * own variables and torchrun's take precedence), and the innermost
+ * launcher's rank variable (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID,
+ * the first set) equals PMIX_RANK (else the PMIx variables were inherited
+ * from a parent that is the PMIx client). Otherwise false and @why_not
+ * (@n bytes) says why. Pure.
+ */
+bool xpi_launch_pmix_wanted(xpi_env_get_fn get, void *arg, char *why_not, size_t n);
+
+/*
  * The rendezvous port of Slurm step @step_id of job @job_id:
- *   XPI_SLURM_PORT_BASE + (job_id * XPI_SLURM_PORT_JOB_STRIDE + step_id)
- *                          mod XPI_SLURM_PORT_SPAN
- * Steps of one job get distinct ports (fewer than 12000 steps), and so do
- * steps of jobs with nearby ids (the stride keeps them apart). Pure.
+ *   XPI_SLURM_PORT_BASE + (job_id mod XPI_SLURM_PORT_JOBS) * XPI_SLURM_PORT_STEPS
+ *                       + (step_id mod XPI_SLURM_PORT_STEPS)
+ * Two steps get the same port only if their job ids are congruent modulo
+ * 600 and their step ids modulo 20. Only steps whose rank 0 runs on one
+ * node at once can collide, so this cannot happen unless a node runs at
+ * once two jobs 600 (1200, ...) job ids apart, or one job's steps n and
+ * n + 20 (40, ...). In particular step 101 of job J and step 0 of job
+ * J + 1 (the old formula's collision) get different ports, and so do the
+ * steps 0 to 19 of any 600 consecutive jobs. A collision left is reported
+ * at once on every rank (bootstrap.c); SLURM_STEP_RESV_PORTS, where Slurm
+ * reserves ports, takes precedence over this. Pure.
  */
 int xpi_slurm_port(unsigned long job_id, unsigned long step_id);
+
+/* The first port of Slurm's SLURM_STEP_RESV_PORTS ("12000-12003",
+ * "12000,12005", "12000"), or -EINVAL. Pure. */
+int xpi_slurm_resv_port(const char *list);
 
 /*
  * The first host of Slurm host list @list ("node01", "a,b", "n[001-004,9]",

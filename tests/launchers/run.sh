@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Jobs started by real launchers on this host's one-node Slurm cluster
+# (tests/slurm/start.sh), real Open MPI and real torchrun, each checked by
+# its program (job_check.c: the size and an allreduce of the ranks;
+# torch_check.py the same through the PyTorch backend). Everything talks
+# over loopback (XP_SOCKET_IFNAME=lo). One case per run:
+#
+#   srun-none srun-pmi2 srun-pmix   srun -n 4 --mpi=X: a job of 4, no address
+#   sbatch        a batch script: a step of 4, then two steps of 2 side by side
+#   mpirun        mpirun -np 4, no xport variable: formed through PMIx, so
+#                 no warning about a missing key
+#   salloc-mpirun mpirun -np 4 inside salloc -n 4: no "launchers disagree"
+#   torchrun-adjacent  two torchrun jobs at once on master ports P and P+1
+#
+# Usage: run.sh CASE JOB_CHECK [PYTHON PYTHONPATH TORCH_WHY]
+# Exits 0 (pass), 1 (fail), 77 (skip: the launcher or the cluster is not
+# here, with the reason).
+set -uo pipefail
+
+case_=$1 job_check=$2 py=${3:-} pypath=${4:-} torch_why=${5:-}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+export XP_SOCKET_IFNAME=lo XP_BOOT_TIMEOUT_MS=30000
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Open MPI's own traffic on loopback too, and no warning about the host's
+# other interfaces.
+export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+unset XP_ADDR XP_RANK XP_SIZE XP_JOB_KEY MASTER_ADDR MASTER_PORT
+
+skip() { echo "skipped: $*"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+need_slurm() {
+	local out rc=0
+	out=$(bash "$here/../slurm/start.sh" 2>&1) || rc=$?
+	((rc == 77)) && skip "no Slurm cluster: ${out##*$'\n'}"
+	((rc == 0)) || fail "the test cluster did not start: $out"
+	export SLURM_CONF=${out##*SLURM_CONF=}
+}
+need_mpirun() { command -v mpirun >/dev/null || skip "no mpirun (apt-get install openmpi-bin)"; }
+
+# Expects @1 lines "<what>: rank R of N ok" for R = 0..N-1 in file @2.
+expect_ok() { # n file what
+	local n=$1 f=$2 what=${3:-job_check} r
+	for ((r = 0; r < n; r++)); do
+		grep -Eq "(^|\]:)$what: rank $r of $n ok" "$f" || { cat "$f"; fail "rank $r of $n did not report ok"; }
+	done
+}
+
+run() { # timeout-seconds command...: output in $tmp/out
+	local t=$1
+	shift
+	echo "+ $*"
+	timeout "$t" "$@" >"$tmp/out" 2>&1
+	local rc=$?
+	cat "$tmp/out"
+	return $rc
+}
+
+case $case_ in
+srun-none | srun-pmi2 | srun-pmix)
+	need_slurm
+	run 60 srun -n 4 --mpi="${case_#srun-}" "$job_check" 4 || fail "srun failed"
+	expect_ok 4 "$tmp/out"
+	if [[ $case_ == srun-pmix ]]; then
+		# PMIx's key: nobody set one, and nobody is warned.
+		grep -q "XP_JOB_KEY is not set" "$tmp/out" && fail "PMIx gave no key"
+	fi
+	;;
+sbatch)
+	need_slurm
+	cat >"$tmp/job.sh" <<SCRIPT
+#!/bin/bash
+srun -n 4 "$job_check" 4 || exit 1
+srun -n 4 "$job_check" 4 || exit 1
+srun -n 2 --exact "$job_check" 2 > "$tmp/a" 2>&1 &
+srun -n 2 --exact "$job_check" 2 > "$tmp/b" 2>&1 &
+wait %1 || exit 1
+wait %2 || exit 1
+SCRIPT
+	run 120 sbatch --wait -n 4 -o "$tmp/job.out" "$tmp/job.sh" || { cat "$tmp/job.out"; fail "the batch job failed"; }
+	cat "$tmp/job.out" "$tmp/a" "$tmp/b"
+	[[ $(grep -c "^job_check: rank 0 of 4 ok" "$tmp/job.out") == 2 ]] || fail "the two steps of 4 in sequence"
+	expect_ok 4 "$tmp/job.out"
+	expect_ok 2 "$tmp/a"
+	expect_ok 2 "$tmp/b"
+	;;
+mpirun)
+	need_mpirun
+	run 60 mpirun -np 4 --oversubscribe "$job_check" 4 || fail "mpirun failed"
+	expect_ok 4 "$tmp/out"
+	grep -q "XP_JOB_KEY is not set" "$tmp/out" && fail "not formed through PMIx (a key warning)"
+	;;
+salloc-mpirun)
+	need_mpirun
+	need_slurm
+	run 120 salloc -n 4 mpirun -np 4 --oversubscribe "$job_check" 4 || fail "salloc mpirun failed"
+	expect_ok 4 "$tmp/out"
+	grep -q "launchers disagree" "$tmp/out" && fail "warned that launchers disagree"
+	;;
+torchrun-adjacent)
+	[[ -n $torch_why ]] && skip "PyTorch backend $torch_why"
+	[[ -x $py ]] || skip "no Python with torch"
+	# Two free ports P and P+1: one job's MASTER_PORT is the other's + 1.
+	p=$("$py" - <<'PY'
+import socket
+for base in range(29600, 30600, 7):
+    try:
+        a = socket.socket(); a.bind(("127.0.0.1", base))
+        b = socket.socket(); b.bind(("127.0.0.1", base + 1))
+        a.close(); b.close(); print(base); break
+    except OSError:
+        pass
+PY
+)
+	[[ -n $p ]] || skip "no two adjacent free ports"
+	tr=("$py" -m torch.distributed.run --redirects 1 --tee 1 --nnodes 1 --nproc_per_node 2
+		--master_addr 127.0.0.1)
+	for port in "$p" "$((p + 1))"; do
+		echo "+ torchrun --master_port $port torch_check.py 2"
+		PYTHONPATH=$pypath timeout 120 "${tr[@]}" --master_port "$port" \
+			"$here/torch_check.py" 2 >"$tmp/t$port" 2>&1 &
+	done
+	rc=0
+	wait %1 || rc=1
+	wait %2 || rc=1
+	cat "$tmp/t$p" "$tmp/t$((p + 1))"
+	((rc == 0)) || fail "a torchrun job failed"
+	expect_ok 2 "$tmp/t$p" torch_check
+	expect_ok 2 "$tmp/t$((p + 1))" torch_check
+	;;
+*)
+	echo "run.sh: unknown case $case_" >&2
+	exit 2
+	;;
+esac
+echo "ok: $case_"
