@@ -30,6 +30,7 @@ time and error text. docs/TORCH-SUITE.md has the last full report.
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import types
@@ -180,6 +181,43 @@ CI_SET = {
 }
 
 
+# The areas docs/TORCH-SUITE.md splits the class into, by test name (the
+# first rule that matches).
+AREAS = [
+    ("monitored barrier", r"monitored_barrier"),
+    ("object collectives", r"_object"),
+    ("point-to-point", r"send_recv|isend|irecv"),
+    ("DDP, SyncBatchNorm, model averaging",
+     r"ddp|DDP|DistributedDataParallel|SyncBatchNorm|sync_bn|model_averager|localSGD"
+     r"|accumulate_gradients|DistributedSampler|average_parameters|graph|verify_model"
+     r"|compute_bucket|output_unused|undefined_grad|stateless_api|get_future"),
+    ("groups", r"^test_(backend_|destroy_|get_|new_subgroups|Backend_enum)"),
+    ("collectives", r""),
+]
+
+
+def area(name):
+    return next(a for a, pattern in AREAS if re.search(pattern, name))
+
+
+def print_table(paths):
+    """The markdown table of passed / failed / skipped by area, one column
+    per --json file given."""
+    runs = [json.load(open(p)) for p in paths]
+    head = ["area"] + ["%d ranks, %s: passed / failed / skipped"
+                       % (r["world_size"], "whole class" if r["set"] == "all" else "CI set")
+                       for r in runs]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for a in [a for a, _ in AREAS] + ["**all**"]:
+        cells = [a]
+        for r in runs:
+            rows = [t for t in r["tests"] if a == "**all**" or area(t["test"]) == a]
+            cells.append(" / ".join(str(sum(t["outcome"] == o for t in rows))
+                                    for o in ("passed", "failed", "skipped")))
+        print("| " + " | ".join(cells) + " |")
+
+
 def expected(name, ws):
     e = EXPECTED_FAILURES.get(name)
     return e is not None and ("ws" not in e or ws in e["ws"])
@@ -224,7 +262,12 @@ def main():
     p.add_argument("--json", help="write every test's outcome here")
     p.add_argument("--expect-passed", type=int)
     p.add_argument("--expect-skipped", type=int)
+    p.add_argument("--table", nargs="+", metavar="JSON",
+                   help="print the table by area of these --json files, run nothing")
     a = p.parse_args()
+    if a.table:
+        print_table(a.table)
+        return 0
     ws = a.world_size
 
     names = unittest.TestLoader().getTestCaseNames(TestDistBackendWithSpawn)
