@@ -62,7 +62,7 @@ static inline int drain_cmdq(xp_context_t *ctx)
 	return cmdq_empty(ctx) ? 0 : drain_cmdq_slow(ctx);
 }
 
-static inline int engine_round(xp_context_t *ctx, bool spinning)
+int xpi_engine_run(xp_context_t *ctx)
 {
 	ctx->in_round = true;
 	ctx->round_now = 0;
@@ -72,28 +72,12 @@ static inline int engine_round(xp_context_t *ctx, bool spinning)
 	for (int i = 0; i < ctx->ntls; i++)
 		if (ctx->tls[i].ops->progress != NULL) /* NULL: nothing to poll (self) */
 			n += ctx->tls[i].ops->progress(ctx->tls[i].tl);
-	/* A clock read only with timers, and in a spin's idle rounds only
-	 * every XPI_SPIN_TIMER_ROUNDS-th unless the round read it anyway. */
-	if (xpi_unlikely(ctx->ntimers != 0)) {
-		bool look = true;
-		if (spinning && n == 0 && ctx->round_now == 0)
-			look = ++ctx->spin_idle % XPI_SPIN_TIMER_ROUNDS == 0;
-		if (look)
-			n += xpi_timers_run(ctx, xpi_engine_now(ctx));
-	}
+	/* A clock read only with timers, and none more if the round read it. */
+	if (xpi_unlikely(ctx->ntimers != 0))
+		n += xpi_timers_run(ctx, xpi_engine_now(ctx));
 	flush_reposts(ctx);
 	ctx->in_round = false;
 	return n;
-}
-
-int xpi_engine_run(xp_context_t *ctx)
-{
-	return engine_round(ctx, false);
-}
-
-int xpi_engine_spin(xp_context_t *ctx)
-{
-	return engine_round(ctx, true);
 }
 
 int xpi_owner_release_quiet(xp_context_t *ctx)

@@ -319,8 +319,7 @@ struct xp_context {
 	uint32_t ntimers, timers_cap;
 	/* owner: the clock of the engine round running (xpi_engine_now) */
 	bool in_round;
-	int64_t round_now;  /* 0: not read in this round yet */
-	uint32_t spin_idle; /* idle rounds in a row of xpi_engine_spin */
+	int64_t round_now; /* 0: not read in this round yet */
 	/* owner: user registrations by address (reg.c) */
 	struct xpi_reg **regs;
 	uint64_t *reg_max_end;
@@ -403,16 +402,6 @@ static inline bool xpi_owner_try_acquire(xp_context_t *ctx)
 /* Runs owned work (drains cmdq, retries pending sends, polls transports,
  * fires the timers due). Caller holds the token. Returns events. */
 int xpi_engine_run(xp_context_t *ctx);
-/*
- * The same, for a waiter that runs round after round: an idle round that
- * read no clock looks at the timers only every XPI_SPIN_TIMER_ROUNDS-th
- * time. With a timer armed (a DPDK pair's retransmission, a delayed
- * acknowledgement) the clock read for it was a fifth of every idle round,
- * and the round's length is how late a message is seen; the rounds come
- * back to back, so a due timer fires a few hundred ns late at most.
- */
-#define XPI_SPIN_TIMER_ROUNDS 8u
-int xpi_engine_spin(xp_context_t *ctx);
 
 /* The clock (xpi_now_ns) of the engine round running, read at most once
  * per round however many parts of it ask: a read costs as much as an idle

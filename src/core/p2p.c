@@ -279,7 +279,7 @@ XPI_EXPORT int xp_wait(xp_request_t **reqp, int timeout_ms, xp_status_t *status)
 		}
 		if (!owner)
 			owner = xpi_owner_try_acquire(ctx);
-		if (owner && xpi_engine_spin(ctx) > 0) {
+		if (owner && xpi_engine_run(ctx) > 0) {
 			idle = 0;
 			continue;
 		}
