@@ -136,7 +136,7 @@ static int get_uid(const char *jobid, int timeout_ms, struct xp_unique_id *id)
 	int prc = CALL(PMI2_KVS_Get(jobid, 0, UID_KEY, val, sizeof(val), &len));
 	if (prc != PMI2_SUCCESS)
 		return fail("getting rank 0's id (PMI2_KVS_Get)", prc, timeout_ms);
-	size_t n = strlen(val + 1) / 2;
+	size_t vn = strlen(val), n = vn > 0 ? (vn - 1) / 2 : 0;
 	if (val[0] == 'E' && n < sizeof(why) && hex_get((unsigned char *)why, n, val + 1) == 0) {
 		why[n] = '\0';
 		xpi_log_detail(XPI_LOG_INFO, "PMI-2: rank 0 could not start the job: %s", why);
@@ -161,6 +161,8 @@ static int exchange(const struct xpi_pmi2_job *job, int timeout_ms, struct xp_un
 		return fail("the fence after rank 0 put its id (PMI2_KVS_Fence)", prc, timeout_ms);
 	if (rc == 0 && job->rank != 0)
 		rc = get_uid(job->jobid, timeout_ms, id);
+	if (rc == -ETIMEDOUT)
+		return rc; /* the server's answer to the get would come to the fence */
 	/* Rank 0's value must outlive every rank's get. */
 	prc = CALL(PMI2_KVS_Fence());
 	if (prc != PMI2_SUCCESS && rc == 0)
