@@ -55,9 +55,9 @@ test_packages=(
 	python3-torch libtorch-dev pybind11-dev python3-dev
 	# the launchers suite (tests/launchers/run.sh): a one-node Slurm
 	# cluster (tests/slurm/start.sh; its pmi2 and pmix plugins are in
-	# slurm-wlm-basic-plugins), Open MPI's mpirun, and PMIx for the
-	# pmix option (meson.build)
-	slurm-wlm slurm-wlm-basic-plugins munge openmpi-bin libpmix-dev
+	# slurm-wlm-basic-plugins), Open MPI's mpirun, PMIx for the pmix
+	# option and Slurm's libpmi2 for the pmi2 option (meson.build)
+	slurm-wlm slurm-wlm-basic-plugins munge openmpi-bin libpmix-dev libpmi2-0-dev
 )
 
 case ${1:-} in

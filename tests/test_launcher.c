@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,19 @@ static void test_precedence(void)
 	       0, &l);
 	T_CHECK(strcmp(l.launcher, "MPICH/Intel MPI (PMI)") == 0);
 
+	/* torchrun under srun --mpi=pmi2: its workers inherit the agent's
+	 * Slurm PMI variables, which agree with Slurm's; torchrun started
+	 * them, and wins. */
+	expect(ENV("PMI_RANK=0", "PMI_SIZE=2", "PMI_JOBID=77.3", "PMI_FD=5", "SLURM_PROCID=0",
+		   "SLURM_NTASKS=2", "SLURM_JOB_ID=77", "SLURM_STEP_ID=3",
+		   "SLURM_STEP_NODELIST=n[1-2]", "RANK=3", "WORLD_SIZE=4", "MASTER_ADDR=n1",
+		   "MASTER_PORT=29500"),
+	       0, &l);
+	T_CHECK(strcmp(l.launcher, "torchrun") == 0);
+	T_EQ(l.rank, 3);
+	T_EQ(l.size, 4);
+	T_EQ(l.warning[0], '\0');
+
 	/* Agreeing launchers say nothing. */
 	expect(ENV("SLURM_PROCID=1", "SLURM_NTASKS=2", "OMPI_COMM_WORLD_RANK=1",
 		   "OMPI_COMM_WORLD_SIZE=2", "PMI_RANK=1", "PMI_SIZE=2", "XP_ADDR=h:1"),
@@ -175,6 +189,48 @@ static void test_precedence(void)
 	expect(ENV("WORLD_SIZE=", "RANK=1"), XPI_LAUNCH_SINGLETON, &l);
 	expect_error(ENV("XP_RANK=1"), ENV("XP_RANK=1", "XP_SIZE"));
 	expect_error(ENV("XP_RANK=1", "XP_SIZE="), ENV("XP_SIZE"));
+}
+
+/* Expects xpi_launch_pmi2_wanted(@env) to be @want; when false, its
+ * reason to contain @why. */
+static void expect_pmi2(const char *const *env, bool want, const char *why)
+{
+	char why_not[300];
+	bool got = xpi_launch_pmi2_wanted(lookup, (void *)env, why_not, sizeof(why_not));
+	if (got != want)
+		T_FAIL("PMI-2 wanted: got %d (\"%s\"), expected %d", got, why_not, want);
+	if (!want)
+		T_CONTAINS(why_not, why);
+}
+
+#define SLURM_PMI2_STEP                                                                            \
+	"PMI_FD=11", "PMI_RANK=1", "PMI_SIZE=2", "PMI_JOBID=77.3", "SLURM_PROCID=1",               \
+		"SLURM_NTASKS=2", "SLURM_JOB_ID=77", "SLURM_STEP_ID=3", "SLURM_STEP_NODELIST=n1"
+
+/* Slurm's pmi2 plugin, and only it, is asked for rank 0's id. */
+static void test_pmi2_wanted(void)
+{
+	expect_pmi2(ENV(SLURM_PMI2_STEP), true, NULL);
+	expect_pmi2(ENV("SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_JOB_ID=77", "SLURM_STEP_ID=3"),
+		    false, "PMI_FD unset");
+	/* MPICH's Hydra: PMI_FD, PMI_RANK, PMI_SIZE of its own, no step's
+	 * PMI_JOBID, even where its proxies' Slurm ranks happen to agree. */
+	expect_pmi2(ENV("PMI_FD=6", "PMI_RANK=1", "PMI_SIZE=2", "SLURM_PROCID=1", "SLURM_NTASKS=2",
+			"SLURM_JOB_ID=77", "SLURM_STEP_ID=3"),
+		    false, "not Slurm's pmi2 plugin");
+	expect_pmi2(ENV("PMI_FD=6", "PMI_RANK=3", "PMI_SIZE=4", "PMI_JOBID=kvs_1234_0",
+			"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_JOB_ID=77", "SLURM_STEP_ID=3"),
+		    false, "not Slurm's pmi2 plugin");
+	expect_pmi2(ENV("PMI_FD=6", "PMI_RANK=1", "PMI_SIZE=2", "PMI_JOBID=77.2", "SLURM_PROCID=1",
+			"SLURM_NTASKS=2", "SLURM_JOB_ID=77", "SLURM_STEP_ID=3"),
+		    false, "not Slurm's pmi2 plugin");
+	/* Ours, and launchers started inside the task, take precedence. */
+	expect_pmi2(ENV(SLURM_PMI2_STEP, "XP_ADDR=h:5"), false, "XP_ADDR=h:5 is set");
+	expect_pmi2(ENV(SLURM_PMI2_STEP, "XP_SIZE=2"), false, "XP_SIZE=2");
+	expect_pmi2(ENV(SLURM_PMI2_STEP, "WORLD_SIZE=4"), false, "WORLD_SIZE=4");
+	expect_pmi2(ENV(SLURM_PMI2_STEP, "MASTER_ADDR=n1"), false, "MASTER_ADDR=n1");
+	expect_pmi2(ENV(SLURM_PMI2_STEP, "OMPI_COMM_WORLD_SIZE=4"), false,
+		    "OMPI_COMM_WORLD_SIZE=4");
 }
 
 static void test_rank_size_errors(void)
@@ -520,6 +576,7 @@ static void test_unique_id_layout(void)
 int main(void)
 {
 	T_RUN(test_precedence);
+	T_RUN(test_pmi2_wanted);
 	T_RUN(test_rank_size_errors);
 	T_RUN(test_addresses);
 	T_RUN(test_slurm);

@@ -30,6 +30,7 @@
 #include "core/engine.h"
 #include "core/settings.h"
 #include "job/backend.h"
+#include "job/pmi2.h"
 #include "job/pmix.h"
 #include "select/card.h"
 
@@ -308,12 +309,14 @@ static int job_part(bool *printed)
 	if (rc == 0 && me == 0) {
 		bool first = true;
 		if (json)
-			printf("  \"job\": {\"size\": %d, \"pmix_used\": %s, \"routes\": [", n,
-			       xpi_pmix_used() ? "true" : "false");
+			printf("  \"job\": {\"size\": %d, \"pmix_used\": %s, \"pmi2_used\": %s, "
+			       "\"routes\": [",
+			       n, xpi_pmix_used() ? "true" : "false",
+			       xpi_pmi2_used() ? "true" : "false");
 		else
-			printf("\nJob of %d ranks (formed through PMIx: %s): what serves each "
-			       "pair%s\n",
-			       n, xpi_pmix_used() ? "yes" : "no",
+			printf("\nJob of %d ranks (formed through PMIx: %s, Slurm's PMI-2: %s): "
+			       "what serves each pair%s\n",
+			       n, xpi_pmix_used() ? "yes" : "no", xpi_pmi2_used() ? "yes" : "no",
 			       rows == n ? "" : " (rank 0's only: a large job)");
 		for (int from = 0; from < rows; from++)
 			for (int to = 0; to < n; to++)
@@ -385,6 +388,8 @@ int main(int argc, char **argv)
 		launched_rank = getenv("OMPI_COMM_WORLD_RANK");
 	if (launched_rank == NULL)
 		launched_rank = getenv("PMIX_RANK");
+	if (launched_rank == NULL)
+		launched_rank = getenv("PMI_RANK");
 	bool quiet = launched_rank != NULL && strcmp(launched_rank, "0") != 0;
 	xp_config_t cfg;
 	int bad = 0;
@@ -407,11 +412,14 @@ int main(int argc, char **argv)
 		       missing[0] != '\0' ? "; not built: " : "", missing);
 	}
 	if (json)
-		printf("  \"pmix_built\": %s,\n", xpi_pmix_built() ? "true" : "false");
+		printf("  \"pmix_built\": %s,\n  \"pmi2_built\": %s,\n",
+		       xpi_pmix_built() ? "true" : "false", xpi_pmi2_built() ? "true" : "false");
 	else
-		printf("  PMIx: %s\n",
+		printf("  PMIx: %s\n  Slurm PMI-2: %s\n",
 		       xpi_pmix_built() ? "built (mpirun and srun --mpi=pmix need no address)" :
-					  "not built (meson option pmix; libpmix-dev)");
+					  "not built (meson option pmix; libpmix-dev)",
+		       xpi_pmi2_built() ? "built (srun --mpi=pmi2 needs no derived port)" :
+					  "not built (meson option pmi2; libpmi2-0-dev)");
 	print_transports();
 	bad = print_settings(&cfg);
 	print_hugepages(&cfg);

@@ -15,6 +15,7 @@
 #include "auth.h"
 #include "bootstrap.h"
 #include "launcher.h"
+#include "pmi2.h"
 #include "pmix.h"
 #include "port_owner.h"
 #include "unique_id.h"
@@ -569,32 +570,95 @@ static void warn_no_key(int lfd)
 		where);
 }
 
-/*
- * Under a PMIx server (xpi_launch_pmix_wanted): PMIx gives rank, size and
- * rank 0's unique id (pmix.h), and the job forms from the id as
- * xp_init_rank's does. 0 with @po describing that job, 1 if PMIx is not
- * for this process, XPI_BOOT_SINGLETON, or a negative errno.
- */
-static int launch_from_pmix(const struct xpi_boot_opts *o, struct xpi_boot_opts *po,
-			    struct xp_unique_id *id, struct xpi_pmix_job *pj)
+/* No launcher's key-value service is for this process: the launcher's
+ * variables say what the job is. */
+#define NO_SERVICE 2
+
+/* What a launcher's key-value service (PMIx, Slurm's PMI-2) said. */
+struct service_job {
+	const char *name; /* the launcher, for the log line "job formed" */
+	char from[200];   /* where the address came from */
+};
+
+/* PMIx (pmix.h): 0 with @po's rank and size, NO_SERVICE if not for this
+ * process, XPI_BOOT_SINGLETON for a job of one, or a negative errno. */
+static int job_from_pmix(int timeout, struct xpi_boot_opts *po, struct xp_unique_id *id,
+			 struct service_job *sj)
 {
 	char why_not[200];
 	if (!xpi_pmix_built() ||
 	    !xpi_launch_pmix_wanted(xpi_env_getenv, NULL, why_not, sizeof(why_not))) {
 		if (xpi_pmix_built() && getenv("PMIX_RANK") != NULL && xpi_debug_on("transport"))
 			xpi_log(XPI_LOG_DEBUG, "not forming the job through PMIx: %s", why_not);
-		return 1;
+		return NO_SERVICE;
 	}
-	int timeout = o->boot_timeout_ms > 0 ? o->boot_timeout_ms : o->timeout_ms;
-	int rc = xpi_pmix_job(timeout, pj, id);
+	struct xpi_pmix_job pj = { 0 };
+	int rc = xpi_pmix_job(timeout, &pj, id);
 	if (rc == 1)
 		return XPI_BOOT_SINGLETON;
 	if (rc < 0)
 		return fail(rc, "bootstrap: forming the job through PMIx: %s", xp_error_detail());
+	po->rank = pj.rank;
+	po->size = pj.size;
+	sj->name = "PMIx";
+	snprintf(sj->from, sizeof(sj->from),
+		 "rank 0's id through PMIx (host %.64s, local rank %d of %d)",
+		 pj.host[0] != '\0' ? pj.host : "?", pj.local_rank, pj.local_size);
+	return 0;
+}
+
+/* Slurm's PMI-2 (pmi2.h), as job_from_pmix. A task whose session is used
+ * already (-EALREADY) forms its job as without PMI-2: every task of the
+ * step is in the same case, so they all derive the same port. */
+static int job_from_pmi2(int timeout, struct xpi_boot_opts *po, struct xp_unique_id *id,
+			 struct service_job *sj)
+{
+	char why_not[300];
+	if (!xpi_pmi2_built() ||
+	    !xpi_launch_pmi2_wanted(xpi_env_getenv, NULL, why_not, sizeof(why_not))) {
+		if (getenv("PMI_FD") != NULL && xpi_debug_on("transport"))
+			xpi_log(XPI_LOG_DEBUG, "not forming the job through PMI-2: %s",
+				xpi_pmi2_built() ? why_not : "not built (meson option pmi2)");
+		return NO_SERVICE;
+	}
+	struct xpi_pmi2_job qj = { 0 };
+	int rc = xpi_pmi2_job(timeout, &qj, id);
+	if (rc == -EALREADY) {
+		xpi_log(XPI_LOG_INFO,
+			"not forming the job through PMI-2: this process had its PMI-2 session "
+			"already (Slurm serves one per task); the rendezvous is derived");
+		return NO_SERVICE;
+	}
+	if (rc == 1)
+		return XPI_BOOT_SINGLETON;
+	if (rc < 0)
+		return fail(rc, "bootstrap: forming the job through Slurm's PMI-2: %s",
+			    xp_error_detail());
+	po->rank = qj.rank;
+	po->size = qj.size;
+	sj->name = "Slurm (PMI-2)";
+	snprintf(sj->from, sizeof(sj->from), "rank 0's id through Slurm's PMI-2 (PMI_JOBID=%.40s)",
+		 qj.jobid);
+	return 0;
+}
+
+/*
+ * Under a launcher's key-value service (PMIx, else Slurm's PMI-2): it gives
+ * rank, size and rank 0's unique id, and the job forms from the id as
+ * xp_init_rank's does. 0 with @po describing that job, NO_SERVICE,
+ * XPI_BOOT_SINGLETON, or a negative errno.
+ */
+static int launch_from_service(const struct xpi_boot_opts *o, struct xpi_boot_opts *po,
+			       struct xp_unique_id *id, struct service_job *sj)
+{
+	int timeout = o->boot_timeout_ms > 0 ? o->boot_timeout_ms : o->timeout_ms;
 	*po = *o;
+	int rc = job_from_pmix(timeout, po, id, sj);
+	if (rc == NO_SERVICE)
+		rc = job_from_pmi2(timeout, po, id, sj);
+	if (rc != 0)
+		return rc;
 	po->explicit_job = true; /* the id's key and address; no launcher variables */
-	po->rank = pj->rank;
-	po->size = pj->size;
 	po->id = id;
 	return 0;
 }
@@ -606,21 +670,19 @@ int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out)
 	if (out == NULL || o == NULL || o->timeout_ms <= 0)
 		return -EINVAL;
 	struct xpi_boot_opts po;
-	struct xp_unique_id pmix_id;
-	struct xpi_pmix_job pj = { 0 };
-	int rc = o->explicit_job ? 1 : launch_from_pmix(o, &po, &pmix_id, &pj);
+	struct xp_unique_id service_id;
+	struct service_job sj = { 0 };
+	int rc = o->explicit_job ? NO_SERVICE : launch_from_service(o, &po, &service_id, &sj);
 	if (rc == 0)
 		o = &po;
-	else if (rc != 1)
+	else if (rc != NO_SERVICE)
 		return rc; /* XPI_BOOT_SINGLETON or an error */
 	rc = o->explicit_job ? launch_from_id(o, &e, key) : launch_from_env(&e);
 	if (rc != 0)
 		return rc; /* XPI_BOOT_SINGLETON or -EINVAL */
 	if (o == &po) {
-		e.launcher = "PMIx";
-		snprintf(e.addr_from, sizeof(e.addr_from),
-			 "rank 0's id through PMIx (host %.64s, local rank %d of %d)",
-			 pj.host[0] != '\0' ? pj.host : "?", pj.local_rank, pj.local_size);
+		e.launcher = sj.name;
+		snprintf(e.addr_from, sizeof(e.addr_from), "%s", sj.from);
 	}
 
 	struct xpi_boot *b = calloc(1, sizeof(*b));

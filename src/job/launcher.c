@@ -485,8 +485,12 @@ int xpi_launch_read(xpi_env_get_fn get, void *arg, struct xpi_launch *out)
 		w++;
 	if (w == XPI_ARRAY_SIZE(launchers))
 		return XPI_LAUNCH_SINGLETON;
+	/* Slurm's own PMI is Slurm: the next launcher set decides, torchrun's
+	 * (torchrun under srun --mpi=pmi2) or else Slurm's, whose size
+	 * slurm_under_pmi saw set. */
 	if (w == LAUNCHER_PMI && slurm_under_pmi(&r))
-		w = LAUNCHER_SLURM;
+		while (var(&r, launchers[++w].size_var) == NULL)
+			;
 	const struct launcher_vars *l = &launchers[w];
 	const char *ss = var(&r, l->size_var), *rs = var(&r, l->rank_var);
 	long size, rank;
@@ -516,6 +520,22 @@ int xpi_launch_read(xpi_env_get_fn get, void *arg, struct xpi_launch *out)
 	return read_address(&r);
 }
 
+/* Whether one of @names is set, which takes precedence over a launcher's
+ * key-value service (@service): then @why_not says which. */
+static bool overridden(const struct reader *r, const char *const *names, size_t count,
+		       const char *service, char *why_not, size_t n)
+{
+	for (size_t i = 0; i < count; i++) {
+		const char *v = var(r, names[i]);
+		if (v != NULL) {
+			snprintf(why_not, n, "%s=%s is set: it takes precedence over %s", names[i],
+				 v, service);
+			return true;
+		}
+	}
+	return false;
+}
+
 bool xpi_launch_pmix_wanted(xpi_env_get_fn get, void *arg, char *why_not, size_t n)
 {
 	struct reader r = { .get = get, .arg = arg };
@@ -528,13 +548,8 @@ bool xpi_launch_pmix_wanted(xpi_env_get_fn get, void *arg, char *why_not, size_t
 		snprintf(why_not, n, "no PMIx server (PMIX_RANK, PMIX_NAMESPACE unset)");
 		return false;
 	}
-	for (size_t i = 0; i < XPI_ARRAY_SIZE(over); i++) {
-		if (var(&r, over[i]) != NULL) {
-			snprintf(why_not, n, "%s=%s is set: it takes precedence over PMIx", over[i],
-				 var(&r, over[i]));
-			return false;
-		}
-	}
+	if (overridden(&r, over, XPI_ARRAY_SIZE(over), "PMIx", why_not, n))
+		return false;
 	/* The launcher's own rank must be PMIx's: not so in a process that a
 	 * PMIx client started by itself (an inherited PMIX_RANK). */
 	static const char *const ranks[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID" };
@@ -548,6 +563,34 @@ bool xpi_launch_pmix_wanted(xpi_env_get_fn get, void *arg, char *why_not, size_t
 			return false;
 		}
 		break; /* the innermost launcher agrees */
+	}
+	return true;
+}
+
+bool xpi_launch_pmi2_wanted(xpi_env_get_fn get, void *arg, char *why_not, size_t n)
+{
+	struct reader r = { .get = get, .arg = arg };
+	/* Launchers that start their processes inside a Slurm task (mpirun,
+	 * torchrun, xprun under srun --mpi=pmi2) leave PMI_FD to them. */
+	static const char *const over[] = { "XP_SIZE", "XP_ADDR", "OMPI_COMM_WORLD_SIZE",
+					    "WORLD_SIZE", "MASTER_ADDR" };
+	snprintf(why_not, n, "%s", "");
+	if (var(&r, "PMI_FD") == NULL) {
+		snprintf(why_not, n, "no PMI-2 server (PMI_FD unset)");
+		return false;
+	}
+	if (overridden(&r, over, XPI_ARRAY_SIZE(over), "PMI-2", why_not, n))
+		return false;
+	/* Slurm's pmi2 plugin, not MPICH's Hydra (which also passes PMI_RANK,
+	 * PMI_SIZE and PMI_FD or PMI_PORT to its own PMI server, under Slurm
+	 * from one proxy task per node): the plugin always sets PMI_JOBID to
+	 * the step, and its ranks are the step's. */
+	if (var(&r, "PMI_JOBID") == NULL || !slurm_under_pmi(&r)) {
+		snprintf(why_not, n,
+			 "PMI_FD is set, but PMI_RANK, PMI_SIZE and PMI_JOBID are not this Slurm "
+			 "step's SLURM_PROCID, SLURM_NTASKS and SLURM_JOB_ID.SLURM_STEP_ID: not "
+			 "Slurm's pmi2 plugin (MPICH's Hydra?)");
+		return false;
 	}
 	return true;
 }

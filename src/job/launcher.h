@@ -18,7 +18,8 @@
  *
  * PMI_RANK/PMI_SIZE that srun's pmi2 plugin set (the step's SLURM_PROCID,
  * SLURM_NTASKS agree and PMI_JOBID is "<job>.<step>") are Slurm's: srun
- * works whatever its --mpi plugin.
+ * works whatever its --mpi plugin, and torchrun under such an srun is
+ * still torchrun.
  *
  * Every later launcher whose variables are also set and say another rank
  * or size is named in a warning, but for Slurm, the outermost launcher
@@ -109,6 +110,18 @@ int xpi_launch_read(xpi_env_get_fn get, void *arg, struct xpi_launch *out);
  * (@n bytes) says why. Pure.
  */
 bool xpi_launch_pmix_wanted(xpi_env_get_fn get, void *arg, char *why_not, size_t n);
+
+/*
+ * Whether xp_init forms the job through Slurm's PMI-2 key-value space
+ * (pmi2.h): PMI_FD is set, none of XP_SIZE, XP_ADDR, OMPI_COMM_WORLD_SIZE,
+ * WORLD_SIZE, MASTER_ADDR is (ours, and the launchers that run inside a
+ * Slurm task, take precedence), and PMI_RANK, PMI_SIZE and PMI_JOBID are
+ * the Slurm step's SLURM_PROCID, SLURM_NTASKS and "<SLURM_JOB_ID>.<
+ * SLURM_STEP_ID>" (Slurm's pmi2 plugin sets all four; MPICH's Hydra, which
+ * serves its own PMI, does not set the step's PMI_JOBID). Otherwise false
+ * and @why_not (@n bytes) says why. Pure.
+ */
+bool xpi_launch_pmi2_wanted(xpi_env_get_fn get, void *arg, char *why_not, size_t n);
 
 /*
  * The rendezvous port of Slurm step @step_id of job @job_id:
