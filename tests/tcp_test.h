@@ -22,6 +22,31 @@ static inline struct xpi_tcp *tcp_of(xp_context_t *ctx)
 }
 
 /*
+ * Makes @ctx's TCP pair with @peer and returns once both its connections
+ * exist, for a test that reaches into their sockets: pairs are made on
+ * first need (tcp_wire.c), which a receive naming the peer is. The peer
+ * must make progress meanwhile (any waiting call). Fails the test after
+ * 10 s.
+ */
+static inline struct tcp_conn *tcp_pair_made(xp_context_t *ctx, int peer)
+{
+	struct tcp_conn *c = &tcp_of(ctx)->conns[peer];
+	xp_request_t *r;
+	uint8_t none;
+	/* A tag no test uses: cancelled once the pair is made. */
+	T_OK(xp_irecv(xp_comm_world(ctx), &none, 1, peer, 0x7ffffff1u, XP_TAG_EXACT, &r));
+	double until = t_now_s() + 10;
+	while (c->wstate != TW_READY) {
+		T_CHECK(!c->dead);
+		T_CHECK(t_now_s() < until);
+		(void)xp_progress(ctx);
+	}
+	T_OK(xp_cancel(r));
+	(void)xp_wait(&r, 1000, NULL);
+	return c;
+}
+
+/*
  * For a test's main(): the ranks it starts talk TCP (ranks of one host
  * would get shared memory), and the test exits with the skip code if this
  * host has no io_uring.

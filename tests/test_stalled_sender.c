@@ -31,6 +31,17 @@ static int rank_body(xp_context_t *ctx)
 	uint8_t *buf = malloc(BIG);
 	T_CHECK(buf != NULL);
 	int v = 0;
+	/* The pair is made first: pairs are made on first need, and a sender
+	 * that stalls before its pair exists stalls its first message too
+	 * (its announcement leaves at its next call). */
+	int peer = 1 - xp_rank(ctx), hello = 0;
+	if (xp_rank(ctx) == 0) {
+		T_OK(xp_send(w, &hello, sizeof(hello), peer, 9));
+		T_OK(xp_recv(w, &hello, sizeof(hello), peer, 9, XP_TAG_EXACT, NULL));
+	} else {
+		T_OK(xp_recv(w, &hello, sizeof(hello), peer, 9, XP_TAG_EXACT, NULL));
+		T_OK(xp_send(w, &hello, sizeof(hello), peer, 9));
+	}
 	if (xp_rank(ctx) == 0) {
 		fill(buf, BIG, 3);
 		xp_request_t *r;

@@ -110,6 +110,7 @@ static int zc_body(int rank, void *arg)
 		T_CHECK(bufs[i] != NULL);
 	}
 	struct xpi_tcp *t = tcp_of(ctx);
+	(void)tcp_pair_made(ctx, 1 - rank); /* made before its zc is forced on */
 	for (unsigned round = 0; round < ZC_ROUNDS; round++) {
 		xp_request_t *rq[ZC_MSGS];
 		/* On loopback the kernel copies anyway, and after a few such
@@ -420,13 +421,13 @@ static int fetch_body(int rank, void *arg)
 	return 0;
 }
 
-/* sockbuf, sockbuf-auto: the buffers of each socket to the peer, against
- * what the setting asks for (@want_snd and @want_rcv bytes, 0: autotuning),
- * then one message. */
+/* sockbuf, sockbuf-auto: the buffers of each socket to the peer, once the
+ * pair is made, against what the setting asks for (@want_snd and @want_rcv
+ * bytes, 0: autotuning), then one message. */
 static int sockbuf_check(int rank, size_t want_snd, size_t want_rcv)
 {
 	xp_context_t *ctx = t_start_rank(rank);
-	struct tcp_conn *c = &tcp_of(ctx)->conns[1 - rank];
+	struct tcp_conn *c = tcp_pair_made(ctx, 1 - rank);
 	int got[2][2]; /* [ctl, bulk][snd, rcv] */
 	for (int ch = 0; ch < 2; ch++)
 		for (int k = 0; k < 2; k++) {

@@ -7,6 +7,7 @@
 #ifndef XP_TESTUTIL_H
 #define XP_TESTUTIL_H
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,19 @@ static inline double t_now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Open descriptors of this process, not counting the one that lists them. */
+static inline int t_count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	T_CHECK(d != NULL);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1;
 }
 
 #endif

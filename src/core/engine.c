@@ -572,8 +572,24 @@ static bool peer_seq_matches(const struct xpi_unexp *u, const void *arg)
 	return m->kind == XPI_MSG_RTS && m->peer_seq == *(const uint32_t *)arg;
 }
 
+/* A receive names @src for the first time: transports that connect on
+ * first need make the pair now (transport.h, peer_wanted). */
+static void want_peer(xp_context_t *ctx, int src)
+{
+	struct xpi_peer *peer = &ctx->peers[src];
+	peer->wanted = true;
+	const struct xpi_tl_slot *small = &ctx->tls[peer->tl_small];
+	const struct xpi_tl_slot *bulk = &ctx->tls[peer->tl_bulk];
+	if (small->ops->peer_wanted != NULL)
+		small->ops->peer_wanted(small->tl, src);
+	if (bulk != small && bulk->ops->peer_wanted != NULL)
+		bulk->ops->peer_wanted(bulk->tl, src);
+}
+
 static void exec_recv(xp_context_t *ctx, xp_request_t *r)
 {
+	if (r->peer >= 0 && xpi_unlikely(!ctx->peers[r->peer].wanted))
+		want_peer(ctx, r->peer);
 	r->posted.key.comm = r->comm;
 	r->posted.key.src = r->peer;
 	r->posted.key.tag = r->tag;

@@ -165,6 +165,8 @@ struct xpi_peer {
 	 * lost, but not the cause of a failure (the collectives name a rank
 	 * that died rather than one that finished after it). */
 	bool finalized;
+	/* A receive named it, and its transports were told (peer_wanted). */
+	bool wanted;
 };
 
 struct xpi_reg {

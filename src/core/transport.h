@@ -205,6 +205,18 @@ struct xpi_tl_ops {
 	void (*peer_lost)(void *tl, int peer);
 
 	/*
+	 * The program named @peer in a receive: a transport that makes its
+	 * connections on first need (tcp) starts making the pair now, as a
+	 * send would, so that the peer's messages find it made and a peer that
+	 * died before the two ever talked fails the receive at once instead
+	 * of at its deadline. Called once per peer and transport, by the
+	 * owner; never blocks; may report the peer lost
+	 * (xpi_engine_peer_failed) before it returns. NULL: its pairs are made
+	 * at xp_init.
+	 */
+	void (*peer_wanted)(void *tl, int peer);
+
+	/*
 	 * Polls. Hands arrivals to xpi_engine_deliver() and finished
 	 * rendezvous to xpi_engine_rndv_done(), both of which re-enter the
 	 * engine and may call this transport's rndv_fetch (deliver -> match ->

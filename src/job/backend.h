@@ -21,6 +21,9 @@
 struct xpi_boot;
 struct xpi_card_tl;
 
+/* What a peer wants of a backend (attach's @want). */
+enum { XPI_WANT_LANE = 1, XPI_WANT_WATCH = 2 };
+
 struct xpi_backend {
 	const char *name; /* as XP_TRANSPORTS names it */
 	uint8_t type;     /* enum xpi_tl_type: its card entry, and the lanes' value */
@@ -53,6 +56,8 @@ struct xpi_backend {
 	 * which peer failed and why.
 	 */
 	int (*attach)(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want, uint8_t *ok);
+	/* @want[peer]: 0, XPI_WANT_LANE (it carries messages or payloads), or
+	 * XPI_WANT_WATCH (it only watches the peer's process end). */
 
 	/*
 	 * Whether this host can run the backend at all, without a job: the

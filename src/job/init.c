@@ -273,9 +273,12 @@ static int attach_transports(xp_context_t *ctx, struct xpi_boot *boot, struct ne
 		slot_by_type[i] = -1;
 	for (const struct xpi_backend *const *b = xpi_backends; rc == 0 && *b != NULL; b++) {
 		for (int p = 0; p < n; p++) {
-			want[p] = p != me && (ng->lanes[p].small == (*b)->type ||
-					      ng->lanes[p].bulk == (*b)->type ||
-					      ng->lanes[p].watch == (*b)->type);
+			bool lane =
+				ng->lanes[p].small == (*b)->type || ng->lanes[p].bulk == (*b)->type;
+			want[p] = p == me                          ? 0 :
+				  lane                             ? XPI_WANT_LANE :
+				  ng->lanes[p].watch == (*b)->type ? XPI_WANT_WATCH :
+								     0;
 			ok[p] = 0;
 		}
 		rc = (*b)->attach(ctx, boot, want, ok);

@@ -85,8 +85,10 @@ static void conn_lost(struct xpi_tcp *t, struct tcp_conn *c)
 static void tcp_peer_lost(void *tlp, int peer)
 {
 	struct xpi_tcp *t = tlp;
-	if (peer < t->nconn)
+	if (peer < t->nconn) {
+		tcp_wire_peer_lost(t, &t->conns[peer]);
 		conn_lost(t, &t->conns[peer]);
+	}
 }
 
 void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
@@ -108,12 +110,20 @@ static struct tcp_conn *conn_of(struct xpi_tcp *t, int peer)
 	return &t->conns[peer];
 }
 
+static void tcp_peer_wanted(void *tlp, int peer)
+{
+	struct xpi_tcp *t = tlp;
+	struct tcp_conn *c = conn_of(t, peer);
+	if (t->want[peer] && c->wstate == TW_IDLE && !c->dead)
+		(void)tcp_wire_need(t, c);
+}
+
 static int tcp_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, const void *data)
 {
 	struct xpi_tcp *t = tlp;
 	struct tcp_conn *c = conn_of(t, peer);
-	if (c->dead)
-		return -ECONNRESET;
+	if (xpi_unlikely(c->wstate != TW_READY || c->dead))
+		return tcp_wire_need(t, c); /* the first message to it, or lost */
 	uint64_t cost = xpi_eager_cost(h->len);
 	if (h->len > XPI_TCP_EAGER_SEND_MAX ||
 	    c->eager_sent + cost - c->peer_credit > t->credit_per_peer)
@@ -141,8 +151,8 @@ static int tcp_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_req
 	(void)reg; /* TCP reads the buffer through the kernel: no key needed */
 	struct xpi_tcp *t = tlp;
 	struct tcp_conn *c = conn_of(t, peer);
-	if (c->dead)
-		return -ECONNRESET;
+	if (xpi_unlikely(c->wstate != TW_READY || c->dead))
+		return tcp_wire_need(t, c);
 	struct xpi_frame f = {
 		.type = XPI_FRAME_RTS,
 		.comm = h->comm,
@@ -350,6 +360,14 @@ static void handle_cqe(struct xpi_tcp *t, const struct io_uring_cqe *cqe)
 	enum tcp_op op = (enum tcp_op)(ud >> 56);
 	int peer = (int)(uint32_t)(ud >> 32 & 0xffffff);
 	uint32_t gen = (uint32_t)ud;
+	if (xpi_unlikely(op == TCP_OP_WIRE)) {
+		tcp_wire_cqe(t, ud);
+		return;
+	}
+	if (xpi_unlikely(op == TCP_OP_LISTEN)) {
+		tcp_wire_listen_cqe(t, cqe->res, cqe->flags);
+		return;
+	}
 	if (op == TCP_OP_CANCEL || peer >= t->nconn)
 		return;
 	struct tcp_conn *c = conn_of(t, peer);
@@ -401,7 +419,8 @@ static void return_credit(struct xpi_tcp *t)
 	if (t->ctx->eager_returned_total == t->credit_seen)
 		return; /* nothing consumed since the last look */
 	t->credit_seen = t->ctx->eager_returned_total;
-	for (int p = 0; p < t->nconn; p++) {
+	for (int i = 0; i < t->nlinked; i++) {
+		int p = t->linked[i];
 		struct tcp_conn *c = conn_of(t, p);
 		/* A connection that only watches the peer (its messages go
 		 * over rdma, say) owes it nothing. */
@@ -421,8 +440,8 @@ static void return_credit(struct xpi_tcp *t)
 static void rearm(struct xpi_tcp *t)
 {
 	t->need_arm = false;
-	for (int p = 0; p < t->nconn; p++) {
-		struct tcp_conn *c = conn_of(t, p);
+	for (int i = 0; i < t->nlinked; i++) {
+		struct tcp_conn *c = conn_of(t, t->linked[i]);
 		if (c->fd_ctl >= 0 && !c->dead && !c->recv_armed) {
 			if (t->br_empty == XPI_TCP_BR_ENTRIES)
 				t->need_arm = true;
@@ -440,8 +459,8 @@ static void wrong_thread(struct xpi_tcp *t)
 	if (t->wrong_thread_said)
 		return;
 	t->wrong_thread_said = true;
-	for (int p = 0; p < t->nconn; p++) {
-		struct tcp_conn *c = conn_of(t, p);
+	for (int i = 0; i < t->nlinked; i++) {
+		struct tcp_conn *c = conn_of(t, t->linked[i]);
 		if (c->fd_ctl >= 0 && !c->dead)
 			tcp_conn_fail(c, -EEXIST,
 				      "cannot be reached from this thread: XP_THREAD_FUNNELED "
@@ -566,8 +585,8 @@ static void tcp_sleep_done(void *tlp)
 static bool tcp_tx_pending(void *tlp)
 {
 	struct xpi_tcp *t = tlp;
-	for (int p = 0; p < t->nconn; p++) {
-		const struct tcp_conn *c = conn_of(t, p);
+	for (int i = 0; i < t->nlinked; i++) {
+		const struct tcp_conn *c = conn_of(t, t->linked[i]);
 		if (c->fd_ctl >= 0 && !c->dead &&
 		    (c->tx_busy != 0 || c->tx_tail != c->tx_head || c->cts_waiting != 0 ||
 		     c->nacks != 0))
@@ -595,6 +614,7 @@ const struct xpi_tl_ops xpi_tcp_ops = {
 	.rndv_abort = tcp_rndv_abort,
 	.msg_release = tcp_msg_release,
 	.peer_lost = tcp_peer_lost,
+	.peer_wanted = tcp_peer_wanted,
 	.progress = tcp_progress,
 	.sleep_prepare = tcp_sleep_prepare,
 	.sleep_done = tcp_sleep_done,

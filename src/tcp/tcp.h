@@ -3,7 +3,7 @@
  * The io_uring TCP transport: internal structures shared by its files.
  *
  * One io_uring per rank, driven by the owner of the rank's engine. Two
- * connections per peer, set up once at start:
+ * connections per peer, made when the pair is first needed (tcp_wire.c):
  *  - the control channel carries framed messages (wire.h): eager messages,
  *    rendezvous announcements (RTS), clear-to-send (CTS), credit returns.
  *    It is read with one multishot recv into buffers the kernel picks from
@@ -28,6 +28,7 @@
 #include "../core/dlist.h"
 #include "../core/engine.h"
 #include "../core/wire.h"
+#include "../job/auth.h"
 
 /* The largest eager payload a frame may carry (a receiver refuses more). */
 #define XPI_TCP_MAX_EAGER (1u << 20)
@@ -64,7 +65,24 @@ enum tcp_op {
 	TCP_OP_SEND_BULK,
 	TCP_OP_CANCEL,
 	TCP_OP_SEND_BULK_ZC, /* user_data carries a zero-copy slot, not the generation */
+	TCP_OP_WIRE,         /* a connection being made (tcp_wire.c): its slot and tag */
+	TCP_OP_LISTEN,       /* the listener has connections to accept */
 };
+
+/* The two connections of a pair (tcp_setup.c, tcp_wire.c). */
+enum { CH_CTL = 0, CH_BULK = 1 };
+
+/* Where a pair stands (tcp_wire.c): connections are made on first need. */
+enum tcp_wire_state {
+	TW_IDLE = 0, /* nothing yet */
+	TW_OUT,      /* we are connecting (w_ctl once our control one was taken) */
+	TW_IN,       /* we took the peer's control connection; its bulk one follows */
+	TW_WAIT_IN,  /* the peer refused ours (it connects, as the lower rank) */
+	TW_READY,    /* both connections made: fd_ctl and fd_bulk serve messages */
+};
+
+/* What a rank publishes about its TCP listener (tcp_setup.c). */
+#define XPI_TCP_CARD_LEN 24
 
 /* Kernel 6.2 uapi, newer than Debian 12's liburing 2.3 headers: ask the
  * notification to say whether the kernel had to copy after all. Older
@@ -103,8 +121,12 @@ struct tcp_bulk_rx {
 struct tcp_conn {
 	struct xpi_tcp *tcp;
 	int peer;
-	int fd_ctl, fd_bulk;
-	uint32_t gen; /* tags this connection's completions */
+	int fd_ctl, fd_bulk; /* -1 until the pair is made (TW_READY) */
+	uint8_t wstate;      /* enum tcp_wire_state */
+	int w_ctl, w_bulk;   /* connections made while the pair is being made */
+	int64_t w_deadline;  /* of the pair being made (clock.h ns) */
+	int64_t w_started;   /* when it was first needed, for the debug log */
+	uint32_t gen;        /* tags this connection's completions */
 	bool dead;
 	bool bye;     /* the peer said goodbye: its EOF is no error */
 	int inflight; /* operations the kernel still holds */
@@ -192,9 +214,26 @@ struct xpi_tcp {
 	int nconn;
 	int *held; /* peers whose control queue is held (tx_held), nheld of them */
 	int nheld;
-	uint8_t *want;                       /* by rank: this transport serves it */
+	uint8_t *want; /* by rank: this transport serves it */
+	/* Pairs made (TW_READY), in the order they were: what the loops over
+	 * connections visit, so an idle job's cost does not grow with its size. */
+	int *linked;
+	int nlinked;
+	/* Making connections on demand (tcp_wire.c). */
+	uint8_t *cards; /* every rank's listener card, XPI_TCP_CARD_LEN each */
+	struct xpi_auth_args auth;
+	uint8_t key[XPI_AUTH_KEY_LEN]; /* the job key, kept: the bootstrap may go */
+	uint8_t auth_bind[1 + 32];     /* auth.bind's bytes: 'T' and the job's identity */
+	struct tcp_wire *wires;        /* connections being made; slots freed have gen 0 */
+	int nwires, wires_cap;
+	uint32_t wire_gen;
+	int nhalf_open, max_half_open; /* accepted connections still authenticating */
+	int ntransient;                /* pairs being made (TW_OUT, TW_IN, TW_WAIT_IN) */
+	unsigned long refused;
+	bool listen_armed;
+	struct xpi_timer wire_timer;         /* the earliest deadline of what is being made */
 	struct tcp_conn *conns;              /* by rank; conns[rank of this process] unused */
-	int listen_fd;                       /* open only while the job forms */
+	int listen_fd;                       /* open for the job's life: pairs are made on need */
 	struct sockaddr_storage listen_addr; /* where it listened */
 	uint64_t credit_per_peer;
 	uint64_t credit_seen; /* ctx->eager_returned_total at the last credit check */
@@ -273,6 +312,28 @@ bool tcp_bulk_rx_in_user(const struct tcp_conn *c, const struct tcp_bulk_rx *x);
 /* The completion of the bulk recv of @c, a dead connection: the receive
  * conn_lost left waiting for it fails now. */
 void tcp_bulk_received_dead(struct tcp_conn *c);
+
+/* tcp_setup.c */
+int tcp_card_parse(const uint8_t card[XPI_TCP_CARD_LEN], struct sockaddr_storage *ss,
+		   socklen_t *len);
+/* The pair of @c has both connections: tunes them and readies @c to serve
+ * messages (buffers, the control channel's armed receive). 0 or -ENOMEM. */
+int tcp_conn_ready(struct xpi_tcp *t, struct tcp_conn *c);
+
+/* tcp_wire.c: pairs made on demand. */
+struct tcp_wire;
+/* The engine wants to send to @c's peer, whose pair is not made: starts
+ * making it (or goes on). -EAGAIN (retry later), or the error that failed
+ * the peer (-ECONNRESET if it is lost). */
+int tcp_wire_need(struct xpi_tcp *t, struct tcp_conn *c);
+void tcp_wire_arm_listener(struct xpi_tcp *t);
+void tcp_wire_listen_cqe(struct xpi_tcp *t, int res, unsigned flags);
+void tcp_wire_cqe(struct xpi_tcp *t, uint64_t user_data);
+void tcp_wire_step(struct xpi_tcp *t, int i);
+void tcp_wire_timer_fire(struct xp_context *ctx, struct xpi_timer *timer);
+/* @c's peer is lost: what was being made with it is closed. */
+void tcp_wire_peer_lost(struct xpi_tcp *t, struct tcp_conn *c);
+void tcp_wire_fini(struct xpi_tcp *t);
 
 /* tcp.c */
 void tcp_conn_fail(struct tcp_conn *c, int err, const char *why);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Setting up and tearing down the TCP transport: a listener on the address
- * the bootstrap chose, addresses exchanged through the bootstrap, and two
- * authenticated connections per pair of ranks (the lower rank connects).
+ * the bootstrap chose, open for the job's life, and the listeners'
+ * addresses exchanged through the bootstrap. The two authenticated
+ * connections of a pair are made when the pair is first needed
+ * (tcp_wire.c), not here.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -30,9 +32,8 @@
 
 /* What a rank publishes about its TCP listener: version, family, port and
  * address, in fixed places (network byte order for port and address). */
-#define CARD_LEN 24
+#define CARD_LEN XPI_TCP_CARD_LEN
 #define CARD_VERSION 1
-enum { CH_CTL = 0, CH_BULK = 1 };
 
 static void card_pack(const struct sockaddr_storage *ss, uint8_t card[CARD_LEN])
 {
@@ -50,7 +51,7 @@ static void card_pack(const struct sockaddr_storage *ss, uint8_t card[CARD_LEN])
 	}
 }
 
-static int card_parse(const uint8_t card[CARD_LEN], struct sockaddr_storage *ss, socklen_t *len)
+int tcp_card_parse(const uint8_t card[CARD_LEN], struct sockaddr_storage *ss, socklen_t *len)
 {
 	memset(ss, 0, sizeof(*ss));
 	if (card[0] != CARD_VERSION)
@@ -72,24 +73,6 @@ static int card_parse(const uint8_t card[CARD_LEN], struct sockaddr_storage *ss,
 		return 0;
 	}
 	return -EPROTO;
-}
-
-/* Each accepted connection's own deadline for its handshake; they run
- * concurrently (acceptor.h), so strangers cannot add theirs up. */
-#define HANDSHAKE_MS 3000
-/* Connections allowed to authenticate at once beyond the ones expected. */
-#define PENDING_SLACK 64
-#define RETRY_BACKOFF_MS 50
-
-/* Logs a setup failure and leaves it for xp_error_detail(). */
-__attribute__((format(printf, 2, 3))) static void setup_error(xp_context_t *ctx, const char *fmt,
-							      ...)
-{
-	(void)ctx;
-	va_list ap;
-	va_start(ap, fmt);
-	xpi_log_detailv(XPI_LOG_INFO, fmt, ap);
-	va_end(ap);
 }
 
 /* A number from a /proc/sys file, or -1. */
@@ -168,115 +151,14 @@ static void tune(int fd, const xp_context_t *ctx, int ch)
 /* What this rank's handshakes prove (auth.h): the job key, bound to the
  * job's identity, so that a rank of another job with the same key is
  * refused. The connecting side sends its channel, authenticated. */
-static struct xpi_auth_args handshake_args(const xp_context_t *ctx, struct xpi_boot *boot,
-					   uint8_t bind[1 + XPI_BOOT_JOB_ID_LEN])
+static void handshake_args(struct xpi_tcp *t, struct xpi_boot *boot)
 {
-	bind[0] = 'T';
-	memcpy(bind + 1, xpi_boot_job_id(boot), XPI_BOOT_JOB_ID_LEN);
-	return (struct xpi_auth_args){ .key = xpi_boot_key(boot),
-				       .my_rank = ctx->rank,
-				       .size = ctx->size,
-				       .bind = { bind, 1 + XPI_BOOT_JOB_ID_LEN } };
-}
-
-/* Connects channel @ch to rank @peer and proves the job key. A connection
- * reset before it was authenticated is made again until @deadline: the
- * peer drops the oldest half-open connections when strangers hold many. */
-static int connect_peer(struct xpi_tcp *t, const struct sockaddr_storage *ss, socklen_t sslen,
-			int peer, int ch, const struct xpi_auth_args *auth, int64_t deadline,
-			int *out)
-{
-	xp_context_t *ctx = t->ctx;
-	int fd, rc, got;
-	char where[96];
-	xpi_sock_addr_str((const struct sockaddr *)ss, where, sizeof(where));
-	uint8_t chb = (uint8_t)ch;
-	struct xpi_auth_args a = *auth;
-	a.send = &chb;
-	a.send_len = 1;
-	for (;;) {
-		rc = xpi_sock_connect((const struct sockaddr *)ss, sslen, deadline, &fd);
-		if (rc < 0) {
-			setup_error(ctx, "rank %d: cannot connect to rank %d at %s: %s", ctx->rank,
-				    peer, where, xp_strerror(rc));
-			return rc;
-		}
-		rc = xpi_auth_handshake(fd, &a, xpi_deadline_left_ms(deadline), &got, NULL);
-		if (rc == 0 && got != peer)
-			rc = -EPROTO;
-		if (rc == 0)
-			break;
-		close(fd);
-		int left = xpi_deadline_left_ms(deadline);
-		if (rc == -ECONNRESET && left != 0) {
-			poll(NULL, 0,
-			     left > 0 && left < RETRY_BACKOFF_MS ? left : RETRY_BACKOFF_MS);
-			continue;
-		}
-		setup_error(ctx, "rank %d: connection to rank %d at %s refused: %s", ctx->rank,
-			    peer, where, xp_strerror(rc));
-		return rc;
-	}
-	tune(fd, ctx, ch);
-	*out = fd;
-	return 0;
-}
-
-/* Accepts the connections of all lower ranks, all handshakes at once. A
- * connection that fails the key proof is closed and does not count: a
- * stranger cannot take a place, nor hold up a rank that connects meanwhile. */
-static int accept_lower(struct xpi_tcp *t, const struct xpi_auth_args *auth, int64_t deadline)
-{
-	xp_context_t *ctx = t->ctx;
-	int want = 0;
-	for (int p = 0; p < ctx->rank; p++)
-		want += 2 * t->want[p];
-	if (want == 0)
-		return 0;
-	char who[32];
-	snprintf(who, sizeof(who), "rank %d", ctx->rank);
-	struct xpi_acceptor_opts ao = {
-		.lfd = t->listen_fd,
-		.auth = *auth,
-		.handshake_ms = HANDSHAKE_MS,
-		.max_pending = want + PENDING_SLACK,
-		.who = who,
-	};
-	ao.auth.recv_len = 1; /* the channel */
-	struct xpi_acceptor *acc;
-	int rc = xpi_acceptor_create(&ao, &acc);
-	while (rc == 0 && want > 0) {
-		int fd, peer;
-		uint8_t ch;
-		rc = xpi_acceptor_next(acc, deadline, &fd, &peer, &ch);
-		if (rc < 0) {
-			setup_error(ctx,
-				    "rank %d: %d connections from lower ranks still missing: %s",
-				    ctx->rank, want, xp_strerror(rc));
-			break;
-		}
-		int *slot = NULL;
-		if (peer < ctx->rank && t->want[peer] && ch <= CH_BULK)
-			slot = ch == CH_CTL ? &t->conns[peer].fd_ctl : &t->conns[peer].fd_bulk;
-		if (slot == NULL || *slot >= 0) {
-			/* Authenticated, but not a connection this rank waits
-			 * for: a rank confused about the selection, or one
-			 * started twice. */
-			char from[96];
-			xpi_sock_peer_str(fd, from, sizeof(from));
-			xpi_log(XPI_LOG_WARN,
-				"rank %d: refused a connection from %s (rank %d, channel %u): %s",
-				ctx->rank, from, peer, (unsigned)ch,
-				slot == NULL ? "not expected" : "that channel is taken");
-			close(fd);
-			continue;
-		}
-		tune(fd, ctx, ch);
-		*slot = fd;
-		want--;
-	}
-	xpi_acceptor_destroy(acc);
-	return rc;
+	t->auth_bind[0] = 'T';
+	memcpy(t->auth_bind + 1, xpi_boot_job_id(boot), XPI_BOOT_JOB_ID_LEN);
+	t->auth = (struct xpi_auth_args){ .key = t->key,
+					  .my_rank = t->ctx->rank,
+					  .size = t->ctx->size,
+					  .bind = { t->auth_bind, 1 + XPI_BOOT_JOB_ID_LEN } };
 }
 
 /* True if @ss is this host: loopback, or the address we listen on. There a
@@ -311,76 +193,50 @@ static bool want_zc(struct xpi_tcp *t, const struct sockaddr_storage *peer,
 	return !same_host(peer, mine);
 }
 
-static int setup_conns(struct xpi_tcp *t, struct xpi_boot *boot)
+/* Listens where the bootstrap says this rank is reached, and learns where
+ * every other rank listens. The pairs are made later, on need. */
+static int listen_and_publish(struct xpi_tcp *t, struct xpi_boot *boot)
 {
 	xp_context_t *ctx = t->ctx;
-	int64_t deadline = xpi_deadline_in(ctx->cfg.timeout_ms);
-	uint8_t bind[1 + XPI_BOOT_JOB_ID_LEN];
-	struct xpi_auth_args auth = handshake_args(ctx, boot, bind);
-
+	memcpy(t->key, xpi_boot_key(boot), XPI_AUTH_KEY_LEN);
+	handshake_args(t, boot);
 	struct sockaddr_storage ss;
 	socklen_t sslen = sizeof(ss);
 	int rc = xpi_boot_local_addr(boot, &ss, &sslen);
 	if (rc < 0)
 		return rc;
+	/* The backlog bounds only connections not accepted yet: a rank that
+	 * every other one needs at once (a root) holds them until its next
+	 * progress. The kernel caps it at net.core.somaxconn. */
 	rc = xpi_sock_listen((const struct sockaddr *)&ss, sslen, 2 * ctx->size + 8, &t->listen_fd);
 	if (rc < 0)
 		return rc;
 	sslen = sizeof(ss);
 	if (getsockname(t->listen_fd, (struct sockaddr *)&ss, &sslen) < 0)
 		return -errno;
-
 	t->listen_addr = ss;
 	uint8_t mine[CARD_LEN];
 	card_pack(&ss, mine);
-	uint8_t *all = malloc((size_t)ctx->size * CARD_LEN);
-	if (all == NULL)
+	t->cards = malloc((size_t)ctx->size * CARD_LEN);
+	if (t->cards == NULL)
 		return -ENOMEM;
-	rc = xpi_boot_allgather(boot, mine, CARD_LEN, all);
-	for (int p = 0; rc == 0 && p < ctx->rank; p++) {
-		struct sockaddr_storage ps;
-		socklen_t pslen;
-		if (card_parse(all + (size_t)p * CARD_LEN, &ps, &pslen) == 0)
-			t->conns[p].zc = want_zc(t, &ps, &ss);
-	}
-	/* Higher ranks first accept nothing from us until they are done with
-	 * theirs, so connect upwards first: the highest rank only accepts. */
-	for (int p = ctx->rank + 1; rc == 0 && p < ctx->size; p++) {
-		struct sockaddr_storage ps;
-		socklen_t pslen;
-		if (!t->want[p])
-			continue; /* served by another transport */
-		rc = card_parse(all + (size_t)p * CARD_LEN, &ps, &pslen);
-		if (rc < 0) {
-			xpi_log_detail(XPI_LOG_INFO,
-				       "rank %d: rank %d published a malformed address card",
-				       ctx->rank, p);
-			break;
-		}
-		t->conns[p].zc = want_zc(t, &ps, &ss);
-		rc = connect_peer(t, &ps, pslen, p, CH_CTL, &auth, deadline, &t->conns[p].fd_ctl);
-		if (rc == 0)
-			rc = connect_peer(t, &ps, pslen, p, CH_BULK, &auth, deadline,
-					  &t->conns[p].fd_bulk);
-	}
-	free(all);
-	if (rc == 0)
-		rc = accept_lower(t, &auth, deadline);
-	/* Every connection is made: later ones could only be strangers. */
-	close(t->listen_fd);
-	t->listen_fd = -1;
-	return rc;
+	return xpi_boot_allgather(boot, mine, CARD_LEN, t->cards);
 }
 
-static int conn_init(struct xpi_tcp *t, struct tcp_conn *c)
+int tcp_conn_ready(struct xpi_tcp *t, struct tcp_conn *c)
 {
-	c->tcp = t;
-	c->gen = 1;
+	tune(c->fd_ctl, t->ctx, CH_CTL);
+	tune(c->fd_bulk, t->ctx, CH_BULK);
+	struct sockaddr_storage ps;
+	socklen_t pslen;
+	if (tcp_card_parse(t->cards + (size_t)c->peer * CARD_LEN, &ps, &pslen) == 0)
+		c->zc = want_zc(t, &ps, &t->listen_addr);
 	c->tx_buf = malloc(XPI_TCP_TX_CAP);
 	c->asm_buf = malloc(t->max_eager);
 	if (c->tx_buf == NULL || c->asm_buf == NULL)
 		return -ENOMEM;
 	tcp_ctl_arm(c);
+	io_uring_submit(&t->ring);
 	return 0;
 }
 
@@ -417,15 +273,21 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	t->max_eager = XPI_TCP_MAX_EAGER;
 	t->credit_per_peer = ctx->eager_credit_per_peer;
 	t->conns = calloc((size_t)ctx->size, sizeof(*t->conns));
+	t->linked = calloc((size_t)ctx->size, sizeof(*t->linked));
+	t->wire_timer.fire = tcp_wire_timer_fire;
+	t->max_half_open = (ctx->size < 1024 ? ctx->size : 1024) + 64;
 	t->held = calloc((size_t)ctx->size, sizeof(*t->held));
 	t->drop = malloc(XPI_TCP_MAX_EAGER);
 	int rc = -ENOMEM;
-	if (t->conns == NULL || t->held == NULL || t->drop == NULL)
+	if (t->conns == NULL || t->held == NULL || t->drop == NULL || t->linked == NULL)
 		goto fail;
 	for (int p = 0; p < ctx->size; p++) {
 		struct tcp_conn *c = &t->conns[p];
+		c->tcp = t;
+		c->gen = 1;
 		c->peer = p;
 		c->fd_ctl = c->fd_bulk = -1;
+		c->w_ctl = c->w_bulk = -1;
 		xpi_dlist_init(&c->rts_out);
 		xpi_dlist_init(&c->bulk_tx);
 		xpi_dlist_init(&c->zc_wait);
@@ -438,28 +300,26 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	rc = tcp_br_init(t);
 	if (rc < 0)
 		goto fail;
-	rc = setup_conns(t, boot);
+	rc = listen_and_publish(t, boot);
 	if (rc < 0)
 		goto fail;
-	for (int p = 0; p < ctx->size && rc == 0; p++)
-		if (t->want[p])
-			rc = conn_init(t, &t->conns[p]);
-	if (rc < 0)
-		goto fail;
+	tcp_wire_arm_listener(t);
+	/* A pair that only watches the peer (its messages go over rdma or
+	 * dpdk) carries nothing that would make it: the lower rank makes it
+	 * now, and the higher waits for it. */
+	for (int p = ctx->rank + 1; p < ctx->size; p++)
+		if (want[p] == XPI_WANT_WATCH)
+			(void)tcp_wire_need(t, &t->conns[p]);
 	io_uring_submit(&t->ring);
 	t->tl_index = ctx->ntls;
 	rc = xpi_context_add_tl(ctx, &xpi_tcp_ops, t);
 	if (rc < 0)
 		goto fail;
-	if (xpi_debug_on("transport")) {
-		int zc = 0;
-		for (int p = 0; p < ctx->size; p++)
-			zc += t->want[p] && t->conns[p].zc;
+	if (xpi_debug_on("transport"))
 		xpi_log(XPI_LOG_INFO,
-			"rank %d: tcp to %d peers, io_uring flags 0x%x, zero-copy sends to %d "
+			"rank %d: tcp for %d peers, connected on first need; io_uring flags 0x%x "
 			"(kernel %s SENDMSG_ZC)",
-			ctx->rank, nwant, t->ring_flags, zc, t->zc_supported ? "has" : "lacks");
-	}
+			ctx->rank, nwant, t->ring_flags, t->zc_supported ? "has" : "lacks");
 	return 0;
 fail:
 	tcp_setup_destroy(t);
@@ -538,10 +398,13 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 		free(c->asm_buf);
 		free(c->acks);
 	}
+	tcp_wire_fini(t);
 	tcp_br_fini(t);
 	tcp_ring_fini(t);
 	if (t->listen_fd >= 0)
 		close(t->listen_fd);
+	free(t->cards);
+	free(t->linked);
 	free(t->conns);
 	free(t->held);
 	free(t->drop);
