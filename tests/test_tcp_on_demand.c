@@ -78,6 +78,18 @@ static int ring_body(int rank, void *arg)
 	fprintf(stderr, "   rank %d: %d descriptors after xp_init, %d after the ring\n", rank, fds0,
 		fds1);
 	T_EQ(fds1, fds0 + 4); /* two sockets per neighbour */
+	/* Everyone has counted before anyone finalizes (whose barrier makes
+	 * the pairs of the out-of-band tree): a token around the ring, twice,
+	 * over the pairs made already. */
+	for (int pass = 0; pass < 2; pass++) {
+		uint8_t token = 0;
+		if (rank != 0)
+			T_OK(xp_recv(w, &token, 1, left, 4, XP_TAG_EXACT, NULL));
+		T_OK(xp_send(w, &token, 1, right, 4));
+		if (rank == 0)
+			T_OK(xp_recv(w, &token, 1, left, 4, XP_TAG_EXACT, NULL));
+	}
+	T_EQ(pairs_in(ctx, TW_READY), 2);
 	xp_finalize(ctx);
 	return 0;
 }

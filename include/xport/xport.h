@@ -560,19 +560,35 @@ void xp_mem_deregister(xp_mem_t *mem);
 /* Out-of-band control                                                       */
 
 /**
- * A barrier of all ranks of the job, outside the transports: through the
- * launcher's rendezvous (rank 0's bootstrap service) for processes, through
- * memory for a local job. Slow (a round trip to rank 0); for setup and for
- * tools that must not disturb the transport they measure. Blocks, bounded
- * by the context's timeout. Returns 0, -ETIMEDOUT, -ECONNRESET (rank 0 gone).
- * Every rank must call it; a local job's ranks each from their own thread.
+ * A barrier of all ranks of the job, outside the program's messages and
+ * the collectives: for processes, along a tree over the job's own
+ * transports (rank 0 at its root, at most four children a rank: about
+ * log4(size) steps each way, and no rank needs a connection to every
+ * other); through memory for a local job. Its messages are in a tag space
+ * of their own, so no receive of the program matches them, but they do
+ * travel over the transports (and show in xp_stats_get() while they wait
+ * to be received): a tool that measures a transport sees them between its
+ * measurements. For setup, tests and tools, not for a program's hot path
+ * (that is xp_barrier). It runs the rank's progress while it waits.
+ * Every rank must call it, in the same order as the other xp_oob_ calls;
+ * a local job's ranks each from their own thread.
+ *
+ * Blocks, bounded by the context's timeout (plus at most a second per
+ * level of the tree, so that the rank that finds a missing rank is the one
+ * that reports it). A failure fails the operation on every rank at once,
+ * with a text naming the rank at fault and the rank that found it.
+ * Returns 0, -ETIMEDOUT (a rank did not come in time), or the code with
+ * which a rank the tree needs was lost (-ECONNRESET: it died or left; also
+ * once any rank on the way is lost: the barrier cannot route around a
+ * lost rank, so it fails for the rest of the job).
  */
 int xp_oob_barrier(xp_context_t *ctx);
 
 /**
  * Gathers @len bytes from every rank into @all (size x @len bytes, in rank
- * order), out of band like xp_oob_barrier(). @len must be the same on all
- * ranks. Returns 0 or a negative code.
+ * order), out of band like xp_oob_barrier() and with its returns; also
+ * -EPROTO, on every rank, when ranks gave different @len (the text names
+ * both lengths), and -EINVAL when size x @len exceeds XP_MSG_MAX.
  */
 int xp_oob_allgather(xp_context_t *ctx, const void *mine, size_t len, void *all);
 

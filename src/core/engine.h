@@ -367,11 +367,22 @@ struct xp_context {
 #define XPI_SPIN_ROUNDS_SHARED 20
 	struct xpi_msg *free_msgs; /* owner: descriptor cache */
 	void *local_job;           /* set if a local job owns this context */
-	struct xpi_boot *boot;     /* set for a rank of a networked job */
+	/* A rank of a job of processes (not of a local job, not a singleton). */
+	bool networked;
+	/* The bootstrap (src/job/bootstrap.h) of a networked rank: set while
+	 * xp_init forms the job, then closed (its star would hold a socket
+	 * per rank at rank 0 for the job's life), unless a transport's attach
+	 * set keep_boot because its teardown needs it (dpdk: its ranks close
+	 * their ports in turn, between bootstrap barriers). */
+	struct xpi_boot *boot;
+	bool keep_boot;
 	/* Out-of-band barrier and allgather of the job (xp_oob_*): set by
-	 * whoever formed the job (bootstrap or local job). */
+	 * whoever formed the job (bootstrap, then the tree of src/job/oob_tree.h;
+	 * or a local job), and the operations of the tree so far, which every
+	 * rank counts alike. */
 	int (*oob_barrier)(xp_context_t *ctx);
 	int (*oob_allgather)(xp_context_t *ctx, const void *mine, size_t len, void *all);
+	uint32_t oob_seq;
 	bool owned_by_job;
 	/* Statistics: written by the owner, read by anyone. */
 	_Atomic uint64_t st_sends, st_recvs, st_eager, st_rndv;

@@ -382,6 +382,12 @@ static int dpdk_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 					mac[4], mac[5], mine.ip >> 24, mine.ip >> 16 & 255,
 					mine.ip >> 8 & 255, mine.ip & 255, mine.udp_port, nok);
 			}
+			/* Its ranks close their ports in turn at the end, between
+			 * two bootstrap barriers (linger, dpdk_destroy): the
+			 * bootstrap must outlive xp_init (init.c closes it
+			 * otherwise). */
+			if (rc == 0 && t->all_ranks)
+				ctx->keep_boot = true;
 			if (rc == 0)
 				t = NULL; /* the context owns it now */
 		}

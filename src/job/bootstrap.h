@@ -4,8 +4,14 @@
  * environment (or from a rank, size and unique id) and keeps a control
  * channel between them (a star around rank 0) for exchanging addresses and
  * for barriers. The control channel is for
- * setting up and tearing down, never for data: transports build their own
- * connections from what xpi_boot_allgather() exchanged.
+ * setting up, never for data: transports build their own
+ * connections from what xpi_boot_allgather() exchanged. It lives only
+ * while the job forms: xp_init closes it once the transports are up (rank
+ * 0 would otherwise hold a socket per rank for the job's life), and the
+ * job's out-of-band operations then go along a tree over its transports
+ * (oob_tree.h). A transport whose teardown needs it keeps it (the
+ * context's keep_boot: DPDK's ranks close their ports in turn between two
+ * bootstrap barriers).
  *
  * What the job is (struct xpi_boot_opts) comes either from the launcher's
  * environment or from the program (xp_init_rank: a rank, a size and a

@@ -16,6 +16,7 @@
 #include "backend.h"
 #include "bootstrap.h"
 #include "launcher.h"
+#include "oob_tree.h"
 #include "sock.h"
 #include "../select/card.h"
 #include "../select/select.h"
@@ -324,8 +325,9 @@ static int attach_transports(xp_context_t *ctx, struct xpi_boot *boot, struct ne
 	return rc;
 }
 
-/* Out of band, for ranks of a networked job: through the bootstrap's
- * connections (xp_oob_barrier and xp_oob_allgather dispatch here). */
+/* Out of band, for ranks of a networked job while it forms: through the
+ * bootstrap's connections (xp_oob_barrier and xp_oob_allgather dispatch
+ * here until xp_init returns, then to the tree of oob_tree.h). */
 /* While a rank waits out of band, its transports keep answering: a peer
  * still sending to it over a transport that needs our acknowledgements
  * (dpdk) would otherwise wait for us while we wait for it. Only if no
@@ -363,6 +365,7 @@ static int init_networked(const struct xpi_config *cfg, struct xpi_boot *boot, x
 		xpi_boot_destroy(boot);
 		return rc;
 	}
+	ctx->networked = true;
 	ctx->boot = boot;
 	ctx->oob_barrier = oob_boot_barrier;
 	ctx->oob_allgather = oob_boot_allgather;
@@ -380,6 +383,18 @@ static int init_networked(const struct xpi_config *cfg, struct xpi_boot *boot, x
 	if (rc < 0) {
 		destroy_networked(ctx);
 		return rc;
+	}
+	/* That was the bootstrap's last exchange: from here on the job's
+	 * out-of-band operations go along a tree over its own transports, and
+	 * the star closes, so that no rank holds a socket per rank for the
+	 * job's life (issue 26, item 2). Every rank has read the last table
+	 * from rank 0 or is reading it: rank 0 has nothing unread, and its
+	 * close delivers what it sent before it. */
+	ctx->oob_barrier = xpi_oob_tree_barrier;
+	ctx->oob_allgather = xpi_oob_tree_allgather;
+	if (!ctx->keep_boot) {
+		xpi_boot_destroy(ctx->boot);
+		ctx->boot = NULL;
 	}
 	*out = ctx;
 	return 0;
@@ -574,17 +589,21 @@ XPI_EXPORT void xp_finalize(xp_context_t *ctx)
 {
 	if (ctx == NULL || ctx->owned_by_job)
 		return;
-	if (ctx->boot == NULL) {
+	if (!ctx->networked) {
 		xp_local_job_destroy(ctx->local_job);
 		xpi_xprun_note('F');
 		return;
 	}
 	/* Everyone stops sending before anyone closes: a rank that finalizes
 	 * early must not look like a dead peer to the others. Bounded by the
-	 * bootstrap's timeout if some rank never gets here. */
+	 * context's timeout if some rank never gets here. The barrier goes
+	 * along the tree (oob_tree.h), and the messages it sent down the tree
+	 * leave before the transports close. */
 	int rc = xpi_engine_flush(ctx, ctx->cfg.timeout_ms);
 	if (rc == 0) {
-		rc = oob_boot_barrier(ctx);
+		rc = xpi_oob_tree_barrier_leaving(ctx);
+		if (rc == 0)
+			(void)xpi_engine_flush(ctx, ctx->cfg.timeout_ms);
 		if (rc < 0) {
 			/* A rank is lost: the others that are left still wait
 			 * for one another, and our last messages to them leave
