@@ -382,6 +382,32 @@ def print_inproc(c):
               f"| {r['hwm_kB'] / 1024:.1f} | {per:.0f} |")
 
 
+def print_measures(c):
+    """Issue 26's measures, those this run has the rows for: 256 ranks over
+    TCP after a ring, each rank at most 32 descriptors; formation at most
+    linear from 64 to 256 ranks (x4); in-process jobs of 1,024 ranks that
+    form and run an 8 B allreduce."""
+    by = {(r["ranks"], r["transport"], r["pattern"]): r for r in c.jobs if "error" not in r}
+    out = []
+    r = by.get((256, "tcp", "ring"))
+    if r:
+        most = max(r["fds_rank0"], r["fds_others_max"])
+        out.append(f"- 256 ranks over TCP after a ring, no rank above 32 descriptors: "
+                   f"{'met' if most <= 32 else 'NOT MET'} (the most: {most})")
+    a, b = by.get((64, "tcp", "ring")), by.get((256, "tcp", "ring"))
+    if a and b:
+        g = b["init_s_max"] / a["init_s_max"]
+        out.append(f"- formation at most linear from 64 to 256 ranks (tcp, ring): "
+                   f"{'met' if g <= 4 else 'NOT MET'} (xp_init max x{g:.1f}; linear: x4)")
+    big = [r for r in c.inproc if r["ranks"] >= 1024]
+    if big:
+        ok = all("error" not in r for r in big)
+        out.append("- in-process jobs of 1,024 ranks form and run an 8 B allreduce: "
+                   + ("met" if ok else "NOT MET"))
+    if out:
+        print("\nIssue 26's measures:\n" + "\n".join(out))
+
+
 def machine_line():
     model = next((ln.split(":", 1)[1].strip() for ln in read("/proc/cpuinfo").splitlines()
                   if ln.startswith("model name")), "unknown")
@@ -427,6 +453,7 @@ def report(c, fits, elapsed, load_before):
         print("\nIn-process jobs (scale-probe inproc N: xp_local_job_create, one thread a "
               "rank, 8 B float64 allreduce):\n")
         print_inproc(c)
+    print_measures(c)
     print(f"\ncommands, run from {ROOT}:")
     for cmd in c.commands:
         print(f"  {cmd}")
