@@ -11,7 +11,7 @@
 #
 # Usage: bash ci/fuzz.sh [--seconds N] [--merge] [--results FILE] [NAME...]
 #   NAME         targets to run (default: every tests/fuzz/fuzz_*.c)
-#   --seconds N  how long each target runs (default 30, or $FUZZ_SECONDS)
+#   --seconds N  how long each target runs (default 20, or $FUZZ_SECONDS)
 #   --merge      afterwards, add to tests/fuzz/corpus_<name> the inputs of
 #                this run that reach new coverage (libFuzzer -merge=1),
 #                to be reviewed and committed:
@@ -30,7 +30,7 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 2
 dir=build-ci/fuzz
-seconds=${FUZZ_SECONDS:-30}
+seconds=${FUZZ_SECONDS:-20}
 merge=0
 results=
 names=()
