@@ -1098,6 +1098,17 @@ int xpi_boot_barrier(struct xpi_boot *b)
 	return xpi_boot_allgather(b, NULL, 0, NULL);
 }
 
+int xpi_boot_any(struct xpi_boot *b, bool mine, bool *any)
+{
+	uint8_t me = mine, *all = malloc((size_t)b->size);
+	if (all == NULL)
+		return -ENOMEM;
+	int rc = xpi_boot_allgather(b, &me, 1, all);
+	*any = rc == 0 && memchr(all, 1, (size_t)b->size) != NULL;
+	free(all);
+	return rc;
+}
+
 /* Rank 0 after an abort: a rank whose contribution rank 0 never read would
  * get a reset when rank 0 closes, and a reset discards what it has not yet
  * read of the abort. So rank 0 ends its side, and reads what comes until

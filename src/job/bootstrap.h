@@ -224,6 +224,11 @@ int xpi_boot_allgather(struct xpi_boot *b, const void *mine, size_t len, void *a
 /* Returns when every rank has entered it: an allgather of nothing. */
 int xpi_boot_barrier(struct xpi_boot *b);
 
+/* Whether @mine is true on any rank, into *@any: an allgather of one byte
+ * a rank, for a setup step to learn whether any rank needs the exchanges
+ * that follow (which every rank must then make alike). As allgather. */
+int xpi_boot_any(struct xpi_boot *b, bool mine, bool *any);
+
 /* Closes the control connections and frees @b. NULL is ignored. Ranks still
  * in or entering an operation with this one fail with -ECONNRESET. */
 void xpi_boot_destroy(struct xpi_boot *b);

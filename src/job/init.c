@@ -93,6 +93,26 @@ static void negotiation_free(struct negotiation *ng)
 	free(ng->failed);
 }
 
+/* The longest of every rank's @mine bytes (at most XPI_CARD_WIRE_MAX), into
+ * *@len: one allgather of two bytes a rank. */
+static int wire_len_of_all(struct xpi_boot *boot, size_t mine, int n, size_t *len)
+{
+	uint8_t me[2] = { (uint8_t)(mine >> 8), (uint8_t)mine }, *all = malloc((size_t)n * 2);
+	if (all == NULL)
+		return -ENOMEM;
+	int rc = xpi_boot_allgather(boot, me, 2, all);
+	*len = 0;
+	for (int p = 0; rc == 0 && p < n; p++) {
+		size_t l = (size_t)all[2 * p] << 8 | all[2 * p + 1];
+		if (l > *len)
+			*len = l;
+	}
+	if (*len > XPI_CARD_WIRE_MAX)
+		*len = XPI_CARD_WIRE_MAX; /* a malformed claim: parse then refuses its card */
+	free(all);
+	return rc;
+}
+
 /* Exchanges cards and picks each peer's lanes with the pure selection
  * both sides compute alike. */
 static int negotiate(xp_context_t *ctx, struct xpi_boot *boot, struct negotiation *ng)
@@ -108,14 +128,19 @@ static int negotiate(xp_context_t *ctx, struct xpi_boot *boot, struct negotiatio
 			 make_card(ctx, boot, &ng->mine);
 	if (rc == 0)
 		rc = xpi_card_pack(&ng->mine, blob);
+	/* Every rank gets every card through rank 0, whose sending grows as
+	 * N squared: swap only the bytes the longest card fills (a few
+	 * hundred), not the fixed size a card may reach. */
+	size_t len = 0;
 	if (rc == 0)
-		rc = xpi_boot_allgather(boot, blob, XPI_CARD_WIRE_MAX, all);
+		rc = wire_len_of_all(boot, xpi_card_wire_len(&ng->mine), n, &len);
+	if (rc == 0)
+		rc = xpi_boot_allgather(boot, blob, len, all);
 	for (int p = 0; rc == 0 && p < n; p++) {
 		const char *why = "";
 		if (p == ctx->rank)
 			continue;
-		if (xpi_card_parse(all + (size_t)p * XPI_CARD_WIRE_MAX, XPI_CARD_WIRE_MAX,
-				   &ng->theirs[p], &why) < 0 ||
+		if (xpi_card_parse(all + (size_t)p * len, len, &ng->theirs[p], &why) < 0 ||
 		    ng->theirs[p].rank != (uint32_t)p) {
 			xpi_log_detail(XPI_LOG_INFO,
 				       "rank %d: rank %d sent a malformed capability card: %s",

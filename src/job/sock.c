@@ -34,6 +34,9 @@ int xpi_deadline_left_ms(int64_t deadline_ns)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
+/* The longest wait between two runs of the idle work (xpi_sock_poll). */
+#define IDLE_TICK_MAX_MS 32
+
 static _Thread_local void (*idle_fn)(void *arg);
 static _Thread_local void *idle_arg;
 
@@ -48,13 +51,23 @@ int xpi_sock_poll(struct pollfd *fds, unsigned long n, int ms)
 	if (idle_fn == NULL || ms == 0)
 		return poll(fds, (nfds_t)n, ms);
 	int64_t end = xpi_now_ns() + (int64_t)ms * 1000000;
+	/* The idle work runs after 1 ms, then at doubling intervals up to
+	 * IDLE_TICK_MAX_MS: a rank waiting long (for a job's last ranks to
+	 * come, on a host with more ranks than CPUs) would otherwise wake a
+	 * thousand times a second, and 256 such ranks took the CPU the
+	 * others needed to arrive (perf/scale.py: xp_init's CPU grew with
+	 * the job's size). What the idle work answers (a peer's
+	 * acknowledgements) tolerates that much delay. */
+	int tick = 1;
 	for (;;) {
-		int k = poll(fds, (nfds_t)n, 1);
+		int k = poll(fds, (nfds_t)n, tick);
 		if (k != 0)
 			return k;
 		idle_fn(idle_arg);
 		if (xpi_now_ns() >= end)
 			return 0;
+		if (tick < IDLE_TICK_MAX_MS)
+			tick *= 2;
 	}
 }
 

@@ -78,6 +78,14 @@ int xpi_card_pack(const struct xpi_card *c, uint8_t out[XPI_CARD_WIRE_MAX])
 	return 0;
 }
 
+size_t xpi_card_wire_len(const struct xpi_card *c)
+{
+	size_t len = XPI_CARD_HDR_LEN;
+	for (unsigned i = 0; i < c->ntl && i < XPI_CARD_MAX_TL; i++)
+		len += XPI_CARD_ENTRY_LEN + c->tl[i].reach_len;
+	return len < XPI_CARD_WIRE_MAX ? len : XPI_CARD_WIRE_MAX;
+}
+
 static int refuse(const char **why, const char *reason)
 {
 	if (why != NULL)

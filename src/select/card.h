@@ -114,6 +114,9 @@ struct xpi_card {
  * (xpi_card_equal).
  */
 int xpi_card_pack(const struct xpi_card *c, uint8_t out[XPI_CARD_WIRE_MAX]);
+/* How many of the bytes xpi_card_pack writes for @c carry the card (the
+ * rest is zero padding): what ranks need to swap. Pure. */
+size_t xpi_card_wire_len(const struct xpi_card *c);
 
 /*
  * Reads a card from @len bytes at @buf (at most XPI_CARD_WIRE_MAX of them

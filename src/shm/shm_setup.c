@@ -243,10 +243,15 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 		s->peers[p].pidfd = (int)syscall(SYS_pidfd_open, cards[p].pid, 0);
 		mine_ok[p] = 1;
 	}
-	/* Both sides must have mapped each other: agree through the bootstrap. */
-	uint8_t *row = calloc((size_t)n, 1);
-	rc = row == NULL ? -ENOMEM : 0;
-	if (rc == 0) {
+	/* Both sides must have mapped each other: agree through the bootstrap
+	 * (a row of N bytes a rank, so N squared through rank 0's star), unless
+	 * no rank made a segment, which every rank sees alike in the cards. */
+	bool anyone = false;
+	for (int p = 0; p < n; p++)
+		anyone |= cards[p].ok != 0;
+	uint8_t *row = anyone ? calloc((size_t)n, 1) : NULL;
+	rc = anyone && row == NULL ? -ENOMEM : 0;
+	if (rc == 0 && anyone) {
 		memcpy(row, mine_ok, (size_t)n);
 		rc = xpi_boot_allgather(boot, row, (size_t)n, all_ok);
 		free(row);
