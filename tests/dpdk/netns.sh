@@ -51,14 +51,20 @@ if [ "$mode" = tap ]; then
 	ip netns exec "$a" ethtool -K "xpt$$" tx off >/dev/null 2>&1
 	# DPDK configures the interface while it starts (address, flags): the
 	# kernel's side is set again until it holds.
+	# The DPDK side may finish its whole exchange (which needed the
+	# address) and exit, taking the tap with it, before this loop sees
+	# the address: then its exit status below is the verdict.
 	for _ in $(seq 40); do
 		ip -n "$a" addr replace 10.79.1.2/24 dev "xpt$$" 2>/dev/null &&
 			ip -n "$a" link set "xpt$$" up 2>/dev/null &&
 			ip -n "$a" addr show dev "xpt$$" | grep -q 10.79.1.2 && break
+		kill -0 "$dpid" 2>/dev/null || break
 		sleep 0.05
 	done
-	ip -n "$a" addr show dev "xpt$$" | grep -q 10.79.1.2 ||
-		{ echo "could not give the tap interface its address"; exit 1; }
+	if kill -0 "$dpid" 2>/dev/null && ! ip -n "$a" addr show dev "xpt$$" | grep -q 10.79.1.2; then
+		echo "could not give the tap interface its address"
+		exit 1
+	fi
 	wait "$dpid"
 	rc=$?
 	cat <&3
