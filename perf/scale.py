@@ -142,6 +142,7 @@ def summarize(lines, n, transport, pattern, shm_before):
         # The CPU every rank spent in xp_init, summed: what forming costs on
         # a host with more ranks than CPUs, apart from the waiting for them.
         "init_cpu_s_sum": sum(r.get("init_cpu_ns", 0) for r in ranks) / 1e9,
+        "init_sys_s_sum": sum(r.get("init_sys_ns", 0) for r in ranks) / 1e9,
         "exchange_ms_max": max(r["exchange_ns"] for r in ranks) / 1e6,
         "fds_rank0": ranks[0]["fds"], "fds_rank0_kinds": kinds(ranks[0]),
         "fds_others_max": max(r["fds"] for r in others),
@@ -276,9 +277,9 @@ def measure_inproc(c, n):
 
 def print_jobs(c):
     print("| N | transport | pattern | xp_init max (s) | xp_init median (s) | formation (s) "
-          "| after the last arrival (s) | xp_init CPU, all ranks (s) | exchange max (ms) | fds rank 0 | fds others max "
+          "| after the last arrival (s) | xp_init CPU, all ranks (s) | of it in the kernel (s) | exchange max (ms) | fds rank 0 | fds others max "
           "| RSS median (MiB) | RSS max (MiB) | shm mapped/rank (MiB) | /dev/shm (MiB) |")
-    print("|" + "---:|" * 3 + "---:|" * 12)
+    print("|" + "---:|" * 3 + "---:|" * 13)
     for r in c.jobs:
         head = f"| {r['ranks']} | {r['transport']} | {r['pattern']} |"
         if "error" in r:
@@ -289,6 +290,7 @@ def print_jobs(c):
         print(f"{head} {r['init_s_max']:.3f}{served} | {r['init_s_median']:.3f} "
               f"| {r['formation_s']:.3f} | {r.get('after_last_s', float('nan')):.3f} "
               f"| {r.get('init_cpu_s_sum', float('nan')):.3f} "
+              f"| {r.get('init_sys_s_sum', float('nan')):.3f} "
               f"| {r['exchange_ms_max']:.1f} | {r['fds_rank0']} "
               f"| {r['fds_others_max']} | {r['rss_MiB_median']:.1f} | {r['rss_MiB_max']:.1f} "
               f"| {r['shm_map_MiB_max']:.1f} | {fmt(r['devshm_MiB'], '.1f')} |")
@@ -452,7 +454,7 @@ def report(c, fits, elapsed, load_before):
         print("\nxp_init max, fds: the slowest rank's time and rank 0's descriptors; fds "
               "others: the most any other rank holds;\nformation: first rank into xp_init "
               "to last out; after the last arrival: the last rank into xp_init to the last out\n"
-              "(the launcher's spawning left out); xp_init CPU: summed over the ranks; exchange: the pattern's messages, slowest "
+              "(the launcher's spawning left out); xp_init CPU: summed over the ranks, and the kernel's part of it; exchange: the pattern's messages, slowest "
               "rank (over tcp\nit makes the pairs); shm mapped:\n"
               "the segments one rank maps (sparse: address space, not memory); /dev/shm: "
               "what it holds in use during the job\n(statvfs, the use before the job "

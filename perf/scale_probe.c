@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <netinet/in.h>
@@ -58,6 +59,7 @@
 struct rank_stats {
 	int64_t init_start_ns, init_ns, exchange_ns;
 	int64_t init_cpu_ns; /* the process's CPU time in xp_init (all its threads) */
+	int64_t init_sys_ns; /* the part of it in the kernel (getrusage) */
 	int64_t rss_kB, hwm_kB, shmem_kB, shm_map_kB, shm_pss_kB;
 	int64_t tcp_sent, tcp_received; /* payload bytes over its open TCP sockets */
 	int32_t rank, fds, fds_socket, fds_pipe, fds_pidfd, fds_anon, fds_file;
@@ -199,20 +201,28 @@ static int64_t cpu_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The process's CPU time in the kernel so far. */
+static int64_t sys_ns(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (int64_t)ru.ru_stime.tv_sec * 1000000000 + (int64_t)ru.ru_stime.tv_usec * 1000;
+}
+
 static void print_rank(const char *pattern, int n, const struct rank_stats *s)
 {
 	printf("{\"type\":\"rank\",\"pattern\":\"%s\",\"ranks\":%d,\"rank\":%d,"
 	       "\"transport\":\"%s\",\"init_start_ns\":%" PRId64 ",\"init_ns\":%" PRId64
-	       ",\"init_cpu_ns\":%" PRId64 ",\"exchange_ns\":%" PRId64
+	       ",\"init_cpu_ns\":%" PRId64 ",\"init_sys_ns\":%" PRId64 ",\"exchange_ns\":%" PRId64
 	       ",\"fds\":%d,\"fds_socket\":%d,\"fds_pipe\":%d,"
 	       "\"fds_pidfd\":%d,\"fds_anon\":%d,\"fds_file\":%d,\"rss_kB\":%" PRId64
 	       ",\"hwm_kB\":%" PRId64 ",\"shmem_kB\":%" PRId64 ",\"shm_map_kB\":%" PRId64
 	       ",\"shm_pss_kB\":%" PRId64 ",\"tcp_sent\":%" PRId64 ",\"tcp_received\":%" PRId64
 	       "}\n",
 	       pattern, n, s->rank, s->transport, s->init_start_ns, s->init_ns, s->init_cpu_ns,
-	       s->exchange_ns, s->fds, s->fds_socket, s->fds_pipe, s->fds_pidfd, s->fds_anon,
-	       s->fds_file, s->rss_kB, s->hwm_kB, s->shmem_kB, s->shm_map_kB, s->shm_pss_kB,
-	       s->tcp_sent, s->tcp_received);
+	       s->init_sys_ns, s->exchange_ns, s->fds, s->fds_socket, s->fds_pipe, s->fds_pidfd,
+	       s->fds_anon, s->fds_file, s->rss_kB, s->hwm_kB, s->shmem_kB, s->shm_map_kB,
+	       s->shm_pss_kB, s->tcp_sent, s->tcp_received);
 }
 
 static int run_job(const char *pattern)
@@ -220,10 +230,11 @@ static int run_job(const char *pattern)
 	struct rank_stats s = { 0 };
 	xp_context_t *ctx;
 	s.init_start_ns = now_ns();
-	int64_t cpu0 = cpu_ns();
+	int64_t cpu0 = cpu_ns(), sys0 = sys_ns();
 	int rc = xp_init(NULL, &ctx);
 	s.init_ns = now_ns() - s.init_start_ns;
 	s.init_cpu_ns = cpu_ns() - cpu0;
+	s.init_sys_ns = sys_ns() - sys0;
 	if (rc < 0) /* no rank yet: the launcher's says which process this is */
 		return fail(getenv("XP_RANK") != NULL ? atoi(getenv("XP_RANK")) : -1, "xp_init",
 			    rc);

@@ -28,7 +28,7 @@ num='[0-9]+\.[0-9]+'
 for n in 4 8; do
 	for t in tcp shm; do
 		for p in ring alltoall; do
-			grep -Eq "^\| $n \| $t \| $p \| $num \| $num \| $num \| $num \| $num \| $num \| [0-9]+ \| [0-9]+ \|" \
+			grep -Eq "^\| $n \| $t \| $p \| $num \| $num \| $num \| $num \| $num \| $num \| $num \| [0-9]+ \| [0-9]+ \|" \
 				"$tmp/out" || fail "no table row for N=$n $t $p"
 		done
 	done
@@ -50,7 +50,7 @@ for r in jobs:
     assert r["served_by"] == [r["transport"]], r
     assert 0 < r["init_s_median"] <= r["init_s_max"] <= r["formation_s"] < 30, r
     assert 0 <= r["after_last_s"] <= r["formation_s"], r
-    assert r["init_cpu_s_sum"] > 0, r
+    assert 0 <= r["init_sys_s_sum"] <= r["init_cpu_s_sum"] + 0.05 and r["init_cpu_s_sum"] > 0, r
     assert r["exchange_ms_max"] > 0 and r["rss_MiB_median"] > 0, r
     assert r["fds_rank0"] >= 3 and r["fds_others_max"] >= 3, r
     assert sum(r["fds_rank0_kinds"].values()) == r["fds_rank0"], r
