@@ -89,7 +89,8 @@ static int ring_body(int rank, void *arg)
 		if (rank == 0)
 			T_OK(xp_recv(w, &token, 1, left, 4, XP_TAG_EXACT, NULL));
 	}
-	T_EQ(pairs_in(ctx, TW_READY), 2);
+	/* No count from here: ranks that passed the token on may already be
+	 * in xp_finalize, making the tree's pairs with us. */
 	xp_finalize(ctx);
 	return 0;
 }
