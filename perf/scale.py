@@ -3,13 +3,14 @@
 """What forming a job costs as it grows: xp_init's time, descriptors, memory, /dev/shm.
 
     perf/scale.py [--sizes 16,32,64,128,256] [--transports tcp,shm]
-                  [--patterns ring,alltoall] [--inproc-sizes 1024] [--json-out FILE]
+                  [--patterns ring,alltoall,alltoall64k] [--inproc-sizes 1024] [--json-out FILE]
                   [--build DIR] [--timeout S] [--logdir DIR] [--no-build] [--dry-run]
 
 For each job size N, transport (XP_TRANSPORTS=tcp or shm) and pattern, runs
 `xprun -n N scale-probe PATTERN` (perf/scale_probe.c): every rank times
 xp_init, sends 8 B to its ring neighbour (ring) or to every other rank
-(alltoall), and with every rank still alive counts its descriptors, its
+(alltoall; alltoall64k sends 64 KiB, past shared memory's inline limit, so
+its bulk path is touched too), and with every rank still alive counts its descriptors, its
 memory and the shared-memory segments it maps; rank 0 reads /dev/shm's use
 (statvfs, the figure before the job subtracted). Then `scale-probe inproc N`
 for each --inproc-sizes: an in-process job of N threads, its creation and
@@ -50,7 +51,7 @@ import time
 PROG = "scale"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRANSPORTS = ("tcp", "shm")
-PATTERNS = ("ring", "alltoall")
+PATTERNS = ("ring", "alltoall", "alltoall64k")
 MIB = 1 << 20
 
 
@@ -515,7 +516,7 @@ def parse_args():
             ("--transports", {"default": "tcp,shm", "metavar": "T,T"},
              "XP_TRANSPORTS of each job: tcp, shm (default both)"),
             ("--patterns", {"default": "ring,alltoall", "metavar": "P,P"},
-             "ring, alltoall (default both)"),
+             "ring, alltoall, alltoall64k (64 KiB to every peer; default ring,alltoall)"),
             ("--inproc-sizes", {"default": "1024", "metavar": "N,N"},
              "in-process jobs, 1 to 4096 threads (default 1024; none: skip)"),
             ("--build", {"default": os.path.join(ROOT, "build"), "metavar": "DIR"},

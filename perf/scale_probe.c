@@ -2,13 +2,14 @@
 /*
  * scale-probe: what forming a job costs one rank, for perf/scale.py.
  *
- *   xprun -n N scale-probe ring|alltoall     one rank of a job of processes
+ *   xprun -n N scale-probe ring|alltoall|alltoall64k   one rank of a job
  *   scale-probe inproc N                     N ranks as threads of this process
  *
  * ring / alltoall: each rank times xp_init (CLOCK_MONOTONIC_RAW), passes
  * 8 B to rank r+1 and from rank r-1 (ring) or to and from every other rank
- * (alltoall, the pattern that touches every pair), then, with every rank
- * still alive, counts its open descriptors by kind (/proc/self/fd), its
+ * (alltoall, the pattern that touches every pair; alltoall64k sends 64 KiB,
+ * past the inline limit, so shared memory's bulk path is touched too),
+ * then, with every rank still alive, counts its open descriptors by kind (/proc/self/fd), its
  * memory (/proc/self/status: VmRSS, VmHWM, RssShmem) and the shared-memory
  * segments it maps (/proc/self/smaps: their size and proportional share),
  * and the bytes its open TCP sockets carried (TCP_INFO).
@@ -157,35 +158,48 @@ static int fail(int rank, const char *what, int rc)
 	return 1;
 }
 
-/* The pattern's messages: 8 B carrying the sender's rank, each checked. */
-static int exchange(xp_context_t *ctx, bool all)
+/* The pattern's messages, each checked: @len bytes to every other rank
+ * (@all) or to the ring neighbour; 8 B carry the sender's rank, a longer
+ * payload has it in its first 8 bytes and the rank's low byte in the rest. */
+static int exchange(xp_context_t *ctx, bool all, size_t len)
 {
 	xp_comm_t *world = xp_comm_world(ctx);
 	int me = xp_rank(ctx), n = xp_size(ctx);
 	int peers = all ? n - 1 : (n > 1 ? 1 : 0);
-	uint64_t mine = (uint64_t)me;
-	uint64_t *got = calloc((size_t)peers + 1, sizeof(*got));
+	uint8_t *mine = malloc(len), *got = calloc((size_t)peers + 1, len);
 	xp_request_t **reqs = calloc(2 * (size_t)peers + 1, sizeof(*reqs));
 	int *from = calloc((size_t)peers + 1, sizeof(*from));
-	int rc = got == NULL || reqs == NULL || from == NULL ? -ENOMEM : 0;
+	int rc = mine == NULL || got == NULL || reqs == NULL || from == NULL ? -ENOMEM : 0;
+	if (rc == 0) {
+		memset(mine, me & 0xff, len);
+		uint64_t r = (uint64_t)me;
+		memcpy(mine, &r, sizeof(r));
+	}
 	/* Peer k is rank me + k for sends and me - k for receives, so that
 	 * not every rank starts with rank 0. */
 	for (int k = 1; rc == 0 && k <= peers; k++) {
 		from[k - 1] = (me - k + n) % n;
-		rc = xp_irecv(world, &got[k - 1], sizeof(got[0]), from[k - 1], TAG, UINT64_MAX,
+		rc = xp_irecv(world, got + (size_t)(k - 1) * len, len, from[k - 1], TAG, UINT64_MAX,
 			      &reqs[k - 1]);
 		if (rc == 0)
-			rc = xp_isend(world, &mine, sizeof(mine), (me + k) % n, TAG,
-				      &reqs[peers + k - 1]);
+			rc = xp_isend(world, mine, len, (me + k) % n, TAG, &reqs[peers + k - 1]);
 	}
 	if (rc == 0)
 		rc = xp_waitall(2 * (size_t)peers, reqs, XP_TIMEOUT_DEFAULT, NULL);
-	for (int k = 0; rc == 0 && k < peers; k++)
-		if (got[k] != (uint64_t)from[k]) {
-			fprintf(stderr, "scale-probe: rank %d: got %" PRIu64 " from rank %d\n", me,
-				got[k], from[k]);
+	for (int k = 0; rc == 0 && k < peers; k++) {
+		const uint8_t *g = got + (size_t)k * len;
+		uint64_t r;
+		memcpy(&r, g, sizeof(r));
+		bool ok = r == (uint64_t)from[k];
+		for (size_t i = sizeof(r); ok && i < len; i++)
+			ok = g[i] == (uint8_t)(from[k] & 0xff);
+		if (!ok) {
+			fprintf(stderr, "scale-probe: rank %d: wrong payload from rank %d\n", me,
+				from[k]);
 			rc = -EPROTO;
 		}
+	}
+	free(mine);
 	free(got);
 	free(reqs);
 	free(from);
@@ -252,7 +266,9 @@ static int run_job(const char *pattern)
 	if (rc == 0 && (rc = xp_oob_barrier(ctx)) < 0)
 		fail(me, "xp_oob_barrier", rc);
 	int64_t t0 = now_ns();
-	if (rc == 0 && (rc = exchange(ctx, strcmp(pattern, "alltoall") == 0)) < 0)
+	bool to_all = strncmp(pattern, "alltoall", 8) == 0;
+	size_t len = strcmp(pattern, "alltoall64k") == 0 ? 64u << 10 : 8;
+	if (rc == 0 && (rc = exchange(ctx, to_all, len)) < 0)
 		fail(me, pattern, rc);
 	s.exchange_ns = now_ns() - t0;
 	if (rc == 0 && (rc = xp_oob_barrier(ctx)) < 0)
@@ -377,7 +393,8 @@ static int run_inproc(int n)
 
 int main(int argc, char **argv)
 {
-	if (argc == 2 && (strcmp(argv[1], "ring") == 0 || strcmp(argv[1], "alltoall") == 0))
+	if (argc == 2 && (strcmp(argv[1], "ring") == 0 || strcmp(argv[1], "alltoall") == 0 ||
+			  strcmp(argv[1], "alltoall64k") == 0))
 		return run_job(argv[1]);
 	if (argc == 3 && strcmp(argv[1], "inproc") == 0) {
 		char *end;
@@ -385,7 +402,7 @@ int main(int argc, char **argv)
 		if (*end == '\0' && n >= 1 && n <= 4096)
 			return run_inproc((int)n);
 	}
-	fprintf(stderr, "usage: xprun -n N scale-probe ring|alltoall\n"
+	fprintf(stderr, "usage: xprun -n N scale-probe ring|alltoall|alltoall64k\n"
 			"       scale-probe inproc N    (1 <= N <= 4096)\n");
 	return 2;
 }

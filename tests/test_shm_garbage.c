@@ -7,7 +7,7 @@
  * engine's queues. Rank 1 then stays alive but writes garbage into rank 0's
  * segment, one way per section:
  *  - chunk: a chunk header claiming more bytes than a chunk holds;
- *  - slot:  a ring slot of a kind that does not exist.
+ *  - slot:  a FIFO slot of a kind that does not exist, naming rank 1.
  * Rank 0 must fail both operations promptly (-EPROTO, the detail naming
  * rank 1), though no deadline would end them: they used to wait for ever,
  * because the transport's cleanup for a lost peer only ran for a process
@@ -76,13 +76,18 @@ static void write_garbage(struct xpi_shm *s, int me)
 {
 	struct shm_seg *seg = s->peers[0].seg;
 	if (slot_variant) {
-		struct xpi_slot_ring *r = &seg->rings[me];
-		struct xpi_slot *slot = xpi_slot_ring_claim(r, 1);
-		T_CHECK(slot != NULL);
+		/* A message of a kind that does not exist, naming us. */
+		uint32_t head = 0;
+		int64_t pos = shm_fifo_claim(&seg->fifo, &head, 1, &seg->lanes[me].note);
+		T_CHECK(pos >= 0);
 		struct xpi_msg_hdr h = { .comm = 0, .src = me, .tag = 1, .len = 0 };
-		xpi_slot_ring_publish(r, slot, &h, 0xee, 1);
+		shm_fifo_publish(shm_fifo_slot(&seg->fifo, (uint32_t)pos), (uint32_t)pos, me, &h,
+				 0xee);
 	} else {
-		struct shm_bulk *b = xpi_shm_bulk(seg, s->ctx->size, me);
+		/* The chunk set rank 0 lent us for the stream it claimed. */
+		uint32_t k = atomic_load(&seg->lanes[me].set);
+		T_CHECK(k < NSET);
+		struct shm_set *b = &seg->sets[k];
 		for (unsigned c = 0; c < NCHUNK; c++)
 			atomic_store(&b->chunk[c].state, CHUNK_FULL | (CHUNK + 1));
 	}

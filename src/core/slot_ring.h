@@ -35,7 +35,10 @@
 struct xpi_slot {
 	_Atomic uint32_t seq; /* position + 1 once the slot is filled */
 	uint8_t kind;         /* enum xpi_msg_kind */
-	uint8_t pad[3];
+	/* The sending rank, 24 bits little-endian, where one ring has many
+	 * senders (shared memory's receive FIFO, src/shm/shm_fifo.h); unused
+	 * in a ring of one sender. */
+	uint8_t src[3];
 	uint32_t comm;
 	uint32_t peer_seq;
 	uint64_t tag;
@@ -136,9 +139,11 @@ static inline struct xpi_slot_cont *xpi_slot_ring_cont(struct xpi_slot_ring *r, 
 	return (struct xpi_slot_cont *)&r->slots[pos & (XPI_RING_SLOTS - 1)];
 }
 
-/* Producer: writes an inline payload into slot @s and the slots after it. */
-static inline void xpi_slot_ring_write(struct xpi_slot_ring *r, struct xpi_slot *s,
-				       const uint8_t *data, uint64_t len)
+/* Producer: writes an inline payload into slot @s, at position @pos of
+ * @slots (a power-of-two array, @mask its size - 1), and the slots after
+ * it, each continuation stamped with its own position. */
+static inline void xpi_slots_write(struct xpi_slot *slots, uint32_t mask, uint32_t pos,
+				   struct xpi_slot *s, const uint8_t *data, uint64_t len)
 {
 	if (len <= XPI_SLOT_HEAD_DATA) {
 		if (len != 0)
@@ -147,13 +152,20 @@ static inline void xpi_slot_ring_write(struct xpi_slot_ring *r, struct xpi_slot 
 	}
 	memcpy(s->u.data, data, XPI_SLOT_HEAD_DATA);
 	uint64_t off = XPI_SLOT_HEAD_DATA;
-	for (uint32_t pos = r->prod_pos + 1; off < len; pos++) {
-		struct xpi_slot_cont *c = xpi_slot_ring_cont(r, pos);
+	for (pos++; off < len; pos++) {
+		struct xpi_slot_cont *c = (struct xpi_slot_cont *)&slots[pos & mask];
 		uint64_t n = len - off < XPI_SLOT_CONT_DATA ? len - off : XPI_SLOT_CONT_DATA;
 		memcpy(c->data, data + off, n);
 		atomic_store_explicit(&c->seq, pos + 1, memory_order_relaxed);
 		off += n;
 	}
+}
+
+/* Producer: writes an inline payload into slot @s and the slots after it. */
+static inline void xpi_slot_ring_write(struct xpi_slot_ring *r, struct xpi_slot *s,
+				       const uint8_t *data, uint64_t len)
+{
+	xpi_slots_write(r->slots, XPI_RING_SLOTS - 1, r->prod_pos, s, data, len);
 }
 
 /* Consumer: the next filled slot, or NULL. */
@@ -196,6 +208,7 @@ struct xpi_slot_limits {
 /* A message's first slot, checked. */
 struct xpi_slot_msg {
 	uint8_t kind; /* XPI_MSG_INLINE or XPI_MSG_RTS: no pointers cross processes */
+	int32_t src;  /* the sender the slot names (a ring of many senders), unchecked */
 	uint32_t comm;
 	uint32_t peer_seq;
 	uint64_t tag;
@@ -222,6 +235,8 @@ static inline int xpi_slot_parse(const uint8_t *buf, size_t len, const struct xp
 		return -EAGAIN;
 	struct xpi_slot_msg m;
 	m.kind = buf[offsetof(struct xpi_slot, kind)];
+	const uint8_t *src = buf + offsetof(struct xpi_slot, src);
+	m.src = (int32_t)(src[0] | (uint32_t)src[1] << 8 | (uint32_t)src[2] << 16);
 	memcpy(&m.comm, buf + offsetof(struct xpi_slot, comm), sizeof(m.comm));
 	memcpy(&m.peer_seq, buf + offsetof(struct xpi_slot, peer_seq), sizeof(m.peer_seq));
 	memcpy(&m.tag, buf + offsetof(struct xpi_slot, tag), sizeof(m.tag));
@@ -263,19 +278,20 @@ static inline int xpi_slot_parse(const uint8_t *buf, size_t len, const struct xp
 
 /*
  * Consumer: copies the payload of the inline message @m, which starts at
- * cons_pos and whose first slot's data bytes are @head (the checked copy),
- * into @out (m->len bytes). Each continuation slot must carry its own
+ * position @pos of @slots (@mask: their count - 1) and whose first slot's
+ * data bytes are @head (the checked copy), into @out (m->len bytes). Each continuation slot must carry its own
  * position (its sequence number), or the producer never wrote it.
  * Returns 0 or -EPROTO.
  */
-static inline int xpi_slot_ring_gather(struct xpi_slot_ring *r, const struct xpi_slot_msg *m,
-				       const uint8_t head[XPI_SLOT_HEAD_DATA], uint8_t *out)
+static inline int xpi_slots_gather(const struct xpi_slot *slots, uint32_t mask, uint32_t pos,
+				   const struct xpi_slot_msg *m,
+				   const uint8_t head[XPI_SLOT_HEAD_DATA], uint8_t *out)
 {
 	uint64_t len = m->len;
 	memcpy(out, head, len < XPI_SLOT_HEAD_DATA ? len : XPI_SLOT_HEAD_DATA);
 	uint64_t off = XPI_SLOT_HEAD_DATA;
-	for (uint32_t pos = r->cons_pos + 1; off < len; pos++) {
-		struct xpi_slot_cont *c = xpi_slot_ring_cont(r, pos);
+	for (pos++; off < len; pos++) {
+		const struct xpi_slot_cont *c = (const struct xpi_slot_cont *)&slots[pos & mask];
 		/* Relaxed: the acquire of the first slot's number ordered it. */
 		if (atomic_load_explicit(&c->seq, memory_order_relaxed) != pos + 1)
 			return -EPROTO;
@@ -284,6 +300,13 @@ static inline int xpi_slot_ring_gather(struct xpi_slot_ring *r, const struct xpi
 		off += n;
 	}
 	return 0;
+}
+
+/* The same for a ring of one sender, from its cons_pos. */
+static inline int xpi_slot_ring_gather(struct xpi_slot_ring *r, const struct xpi_slot_msg *m,
+				       const uint8_t head[XPI_SLOT_HEAD_DATA], uint8_t *out)
+{
+	return xpi_slots_gather(r->slots, XPI_RING_SLOTS - 1, r->cons_pos, m, head, out);
 }
 
 /*

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The shared-memory transport's data path: rings, rendezvous payloads
- * streamed through chunks, sleeping on a doorbell FIFO, dead peers (see shm.h). */
+/* The shared-memory transport's data path: the receive FIFO, rendezvous
+ * payloads streamed through lent chunk sets, sleeping on a doorbell FIFO, dead peers (see shm.h). */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -21,11 +21,11 @@
 #include "shm.h"
 #include "shm_int.h"
 
-/* The collectives' areas come last, page-aligned. */
+/* The collectives' areas come last, page-aligned, after the lanes: the one
+ * part of a segment that grows with the job, 256 B a rank. */
 static size_t coll_areas_at(int nranks)
 {
-	size_t at = sizeof(struct shm_seg) + (size_t)nranks * sizeof(struct xpi_slot_ring) +
-		    (size_t)nranks * sizeof(struct shm_bulk);
+	size_t at = sizeof(struct shm_seg) + (size_t)nranks * sizeof(struct shm_lane);
 	return (at + 4095) & ~(size_t)4095;
 }
 
@@ -56,12 +56,6 @@ void *xpi_shm_coll_area(void *tl, int rank, unsigned channel)
 	return (uint8_t *)seg + coll_areas_at(ctx->size) + (size_t)channel * XPI_COLL_AREA;
 }
 
-struct shm_bulk *xpi_shm_bulk(struct shm_seg *seg, int nranks, int src)
-{
-	struct shm_bulk *b = (struct shm_bulk *)&seg->rings[nranks];
-	return &b[src];
-}
-
 /* Rings a peer's doorbell if it sleeps. The fence orders what we just
  * wrote (a slot, a chunk) before the look at its sleeper count; a sleeper
  * counts itself before it looks at our writes (shm_sleep_prepare), so one
@@ -76,9 +70,44 @@ void xpi_shm_notify(struct shm_peer *p)
 	}
 }
 
-static struct xpi_slot_ring *ring_to(struct xpi_shm *s, int peer)
+/* Our lane in @peer's segment: what it tells us as our receiver. */
+static struct shm_lane *lane_to(struct xpi_shm *s, int peer)
 {
-	return &s->peers[peer].seg->rings[s->ctx->rank];
+	return &s->peers[peer].seg->lanes[s->ctx->rank];
+}
+
+/* @peer has a rendezvous under way with us, either way: progress visits it
+ * until it has none (the FIFO brings everything else). */
+static void mark_active(struct xpi_shm *s, int peer)
+{
+	struct shm_peer *p = &s->peers[peer];
+	if (!p->active) {
+		p->active = true;
+		s->active[s->nactive++] = peer;
+	}
+}
+
+/* True if @peer has credit for an eager message of @len bytes (engine.h);
+ * spends it if so. */
+static bool spend_credit(struct xpi_shm *s, int peer, uint64_t len)
+{
+	struct shm_peer *p = &s->peers[peer];
+	uint64_t cost = xpi_eager_cost(len), credit = s->ctx->eager_credit_per_peer;
+	if (p->eager_sent + cost - p->credit_seen > credit) {
+		p->credit_seen =
+			atomic_load_explicit(&lane_to(s, peer)->credit_pub, memory_order_acquire);
+		if (p->eager_sent + cost - p->credit_seen > credit)
+			return false;
+	}
+	p->eager_sent += cost;
+	return true;
+}
+
+/* @nslots slots of @peer's FIFO, claimed: the first's position, or -1. */
+static int64_t fifo_claim(struct xpi_shm *s, int peer, uint32_t nslots)
+{
+	struct shm_peer *p = &s->peers[peer];
+	return shm_fifo_claim(&p->seg->fifo, &p->fifo_head, nslots, &lane_to(s, peer)->note);
 }
 
 static int shm_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, const void *data)
@@ -89,15 +118,19 @@ static int shm_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, cons
 		return -ENOBUFS; /* rendezvous */
 	if (p->dead)
 		return -ECONNRESET;
-	struct xpi_slot_ring *r = ring_to(s, peer);
-	uint32_t nslots = xpi_slots_for(h->len);
-	struct xpi_slot *slot = xpi_slot_ring_claim(r, nslots);
-	if (slot == NULL)
-		return -EAGAIN;
-	if (!xpi_slot_ring_spend_credit(r, h->len, s->ctx->eager_credit_per_peer))
+	/* Credit first: a claim of FIFO slots cannot be taken back. */
+	if (!spend_credit(s, peer, h->len))
 		return -ENOBUFS;
-	xpi_slot_ring_write(r, slot, data, h->len);
-	xpi_slot_ring_publish(r, slot, h, XPI_MSG_INLINE, nslots);
+	uint32_t nslots = xpi_slots_for(h->len);
+	int64_t pos = fifo_claim(s, peer, nslots);
+	if (pos < 0) {
+		p->eager_sent -= xpi_eager_cost(h->len);
+		return -EAGAIN;
+	}
+	struct shm_fifo *f = &p->seg->fifo;
+	struct xpi_slot *slot = shm_fifo_slot(f, (uint32_t)pos);
+	xpi_slots_write(f->slots, SHM_FIFO_SLOTS - 1, (uint32_t)pos, slot, data, h->len);
+	shm_fifo_publish(slot, (uint32_t)pos, s->ctx->rank, h, XPI_MSG_INLINE);
 	xpi_shm_notify(p);
 	return 0;
 }
@@ -119,6 +152,7 @@ static uint64_t rndv_announce(struct xpi_shm *s, int peer, xp_request_t *sreq)
 	s->rndv_peer[idx] = peer;
 	s->outstanding++;
 	xpi_dlist_push_tail(&s->peers[peer].tx_out, &sreq->tl_link);
+	mark_active(s, peer);
 	return (uint64_t)gen << 32 | idx;
 }
 
@@ -156,12 +190,12 @@ static int shm_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_req
 		return -ECONNRESET;
 	if (s->nfree == 0)
 		return -EAGAIN; /* every state word is in use: wait for one */
-	struct xpi_slot_ring *r = ring_to(s, peer);
-	struct xpi_slot *slot = xpi_slot_ring_claim(r, 1);
-	if (slot == NULL)
+	int64_t pos = fifo_claim(s, peer, 1);
+	if (pos < 0)
 		return -EAGAIN;
+	struct xpi_slot *slot = shm_fifo_slot(&p->seg->fifo, (uint32_t)pos);
 	slot->u.w[0] = rndv_announce(s, peer, sreq);
-	xpi_slot_ring_publish(r, slot, h, XPI_MSG_RTS, 1);
+	shm_fifo_publish(slot, (uint32_t)pos, s->ctx->rank, h, XPI_MSG_RTS);
 	xpi_shm_notify(p);
 	return 0;
 }
@@ -217,8 +251,10 @@ static int claim(struct xpi_shm *s, int src, struct shm_rx *x)
 }
 
 /* Asks the sender to stream claimed payload @x, the first in line: one at
- * a time per sender, named in the one-word mailbox beside the ring it
- * sends us messages on (it reads one word instead of searching). */
+ * a time per sender, named in the one-word mailbox of its lane (it reads
+ * one word instead of searching), through a chunk set we lend it for the
+ * stream. With every set lent, @x waits for one, behind the senders that
+ * asked before (release_set). */
 static void start_stream(struct xpi_shm *s, int src, struct shm_rx *x)
 {
 	struct shm_peer *p = &s->peers[src];
@@ -226,10 +262,56 @@ static void start_stream(struct xpi_shm *s, int src, struct shm_rx *x)
 		xpi_shm_push_request(s, src, x);
 		return;
 	}
+	if (p->rx_set < 0) {
+		if (s->sets_free == 0) {
+			x->claimed = false; /* also after a split copy fell back */
+			if (!p->set_wanted) {
+				p->set_wanted = true;
+				int n = s->ctx->size;
+				s->set_queue[(s->set_head + s->set_count++) % n] = src;
+			}
+			return;
+		}
+		p->rx_set = __builtin_ctz(s->sets_free);
+		s->sets_free &= ~(1u << p->rx_set);
+		p->rx_chunk = 0;
+	}
 	x->claimed = true;
 	s->streams++;
-	atomic_store_explicit(&s->mine->rings[src].mailbox, x->idx + 1, memory_order_release);
+	struct shm_lane *l = &s->mine->lanes[src];
+	atomic_store_explicit(&l->set, (uint32_t)p->rx_set, memory_order_relaxed);
+	/* The release orders the set before the mailbox naming the send. */
+	atomic_store_explicit(&l->mailbox, x->idx + 1, memory_order_release);
 	xpi_shm_notify(p); /* the sender starts streaming */
+}
+
+/* @src's stream is over (or @src is lost): its chunk set, every chunk
+ * empty again, goes to the first sender waiting for one, or back. */
+static void release_set(struct xpi_shm *s, int src)
+{
+	struct shm_peer *p = &s->peers[src];
+	int k = p->rx_set;
+	if (k < 0)
+		return;
+	p->rx_set = -1;
+	struct shm_set *set = &s->mine->sets[k];
+	for (unsigned c = 0; c < NCHUNK; c++) /* a lost peer's may be full */
+		atomic_store_explicit(&set->chunk[c].state, 0, memory_order_relaxed);
+	s->sets_free |= 1u << k;
+	while (s->set_count > 0 && s->sets_free != 0) {
+		int w = s->set_queue[s->set_head];
+		s->set_head = (s->set_head + 1) % s->ctx->size;
+		s->set_count--;
+		struct shm_peer *q = &s->peers[w];
+		if (!q->set_wanted)
+			continue;
+		q->set_wanted = false;
+		if (q->dead || xpi_dlist_empty(&q->rx))
+			continue;
+		struct shm_rx *x = xpi_container_of(q->rx.next, struct shm_rx, link);
+		if (!x->claimed && !x->split)
+			start_stream(s, w, x);
+	}
 }
 
 /* The payload before in line from @src is done: streams the next. */
@@ -247,7 +329,7 @@ static void claim_next(struct xpi_shm *s, int src)
 static int reap_direct(struct xpi_shm *s, int peer)
 {
 	struct shm_peer *p = &s->peers[peer];
-	uint32_t ev = atomic_load_explicit(&ring_to(s, peer)->events, memory_order_acquire);
+	uint32_t ev = atomic_load_explicit(&lane_to(s, peer)->events, memory_order_acquire);
 	if (ev == p->events_seen)
 		return 0;
 	p->events_seen = ev;
@@ -328,6 +410,7 @@ static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 		return rc;
 	}
 	xpi_dlist_push_tail(&p->rx, &x->link);
+	mark_active(s, src);
 	if (p->rx.next == &x->link)
 		start_stream(s, src, x);
 	return 1; /* pump_rx() finishes it, streamed in turn */
@@ -378,7 +461,8 @@ static int pump_tx(struct xpi_shm *s, int peer)
 	if (p->tx_idx < 0) {
 		/* The receiver claims one send at a time, in the order its
 		 * receives took them (not always ours), and says which. */
-		_Atomic uint32_t *mb = &ring_to(s, peer)->mailbox;
+		struct shm_lane *l = lane_to(s, peer);
+		_Atomic uint32_t *mb = &l->mailbox;
 		uint32_t claimed = atomic_load_explicit(mb, memory_order_acquire);
 		if (claimed & MAILBOX_PUSH) {
 			uint32_t idx = (claimed & ~MAILBOX_PUSH) - 1;
@@ -392,13 +476,21 @@ static int pump_tx(struct xpi_shm *s, int peer)
 		}
 		if (claimed == 0 || claimed > NRNDV || s->rndv_req[claimed - 1] == NULL)
 			return 0;
+		uint32_t set = atomic_load_explicit(&l->set, memory_order_relaxed);
+		if (set >= NSET) {
+			xpi_engine_peer_failed(s->ctx, peer, -EPROTO,
+					       "lent a chunk set that does not exist");
+			return 0;
+		}
 		atomic_store_explicit(mb, 0, memory_order_relaxed);
 		p->tx_idx = (int)claimed - 1;
 		p->tx_off = 0;
+		p->tx_set = set;
+		p->tx_chunk = 0; /* a lent set comes with every chunk empty */
 		s->streams++;
 	}
 	xp_request_t *r = s->rndv_req[p->tx_idx];
-	struct shm_bulk *b = xpi_shm_bulk(p->seg, s->ctx->size, s->ctx->rank);
+	struct shm_set *b = &p->seg->sets[p->tx_set];
 	int n = 0;
 	while (p->tx_off < r->len) {
 		uint32_t c = p->tx_chunk % NCHUNK;
@@ -457,7 +549,7 @@ static int pump_rx(struct xpi_shm *s, int src)
 		}
 		return rx_done(s, src, x);
 	}
-	struct shm_bulk *b = xpi_shm_bulk(s->mine, s->ctx->size, src);
+	struct shm_set *b = &s->mine->sets[p->rx_set];
 	int n = 0;
 	while (x->got < x->len) {
 		uint32_t c = p->rx_chunk % NCHUNK;
@@ -485,6 +577,7 @@ static int pump_rx(struct xpi_shm *s, int src)
 		xpi_shm_notify(p); /* room for the sender */
 	if (x->got == x->len) {
 		s->streams--;
+		release_set(s, src);
 		n += rx_done(s, src, x);
 	}
 	return n;
@@ -492,25 +585,40 @@ static int pump_rx(struct xpi_shm *s, int src)
 
 #define POLL_BATCH 64
 
-/* What a peer may write to the ring it sends us messages on. */
+/* What a peer may write to our FIFO. */
 static const struct xpi_slot_limits shm_slot_limits = {
 	.inline_max = SHM_INLINE_MAX,
 	.rts_index_max = NRNDV,
 };
 
-static void ring_malformed(struct xpi_shm *s, int src, const char *why)
+static void fifo_malformed(struct xpi_shm *s, int src, const char *why)
 {
 	char text[160];
 	snprintf(text, sizeof(text), "wrote a malformed message to shared memory (%s)", why);
 	xpi_engine_peer_failed(s->ctx, src, -EPROTO, text);
 }
 
-static int poll_ring(struct xpi_shm *s, int src)
+/* The rank a slot names, read once; -1 unless it is a peer we serve. */
+static int slot_sender(struct xpi_shm *s, const struct xpi_slot *slot)
 {
-	struct xpi_slot_ring *r = &s->mine->rings[src];
+	int src = slot->src[0] | slot->src[1] << 8 | slot->src[2] << 16;
+	if (src >= s->ctx->size || src == s->ctx->rank || s->peers[src].seg == NULL)
+		return -1;
+	return src;
+}
+
+/*
+ * Reads what our FIFO holds, in order. A slot that does not parse is
+ * charged to the rank it names (any peer can write anywhere in our
+ * segment, so the name is its word); we step over it one slot at a time.
+ * Messages of a lost peer are dropped, as the engine would.
+ */
+static int poll_fifo(struct xpi_shm *s)
+{
+	struct shm_fifo *f = &s->mine->fifo;
 	struct xpi_slot *slot;
 	int n = 0;
-	for (; n < POLL_BATCH && (slot = xpi_slot_ring_peek(r)) != NULL; n++) {
+	for (; n < POLL_BATCH && (slot = shm_fifo_peek(f, s->cons_pos)) != NULL; n++) {
 		/* The peer can still write the shared memory, so every field
 		 * that matters is read from it once, by the parser, into @sm,
 		 * checked there and used from there (a length checked in the
@@ -520,12 +628,34 @@ static int poll_ring(struct xpi_shm *s, int src)
 		const char *why = NULL;
 		if (xpi_slot_parse((const uint8_t *)slot, sizeof(*slot), &shm_slot_limits, &sm,
 				   &why) < 0) {
-			ring_malformed(s, src, why);
-			return n;
+			int src = slot_sender(s, slot);
+			s->cons_pos++;
+			if (src >= 0)
+				fifo_malformed(s, src, why);
+			else
+				xpi_log(XPI_LOG_WARN,
+					"rank %d: dropped a malformed slot of shared memory (%s) "
+					"naming no peer",
+					s->ctx->rank, why);
+			continue;
+		}
+		int src = sm.src;
+		if (src >= s->ctx->size || src == s->ctx->rank || s->peers[src].seg == NULL) {
+			xpi_log(XPI_LOG_WARN,
+				"rank %d: dropped a message in shared memory naming rank %d, "
+				"which is no peer of ours there",
+				s->ctx->rank, src);
+			s->cons_pos += sm.nslots;
+			continue;
+		}
+		if (s->peers[src].dead) {
+			s->cons_pos += sm.nslots;
+			continue;
 		}
 		if (!xpi_engine_comm_valid(s->ctx, sm.comm)) {
-			ring_malformed(s, src, "communicator id out of range");
-			return n;
+			s->cons_pos += sm.nslots;
+			fifo_malformed(s, src, "communicator id out of range");
+			continue;
 		}
 		struct xpi_msg m;
 		m.desc_len = 0; /* set field by field: the store is not cleared */
@@ -545,17 +675,85 @@ static int poll_ring(struct xpi_shm *s, int src)
 			/* The ids fit in the pointer: they travel with the message. */
 			m.rndv = (void *)(uintptr_t)sm.word;
 		} else if (sm.nslots > 1) {
-			if (xpi_slot_ring_gather(r, &sm, m.data, s->scratch) < 0) {
-				ring_malformed(s, src, "a continuation slot was never written");
-				return n;
+			if (xpi_slots_gather(f->slots, SHM_FIFO_SLOTS - 1, s->cons_pos, &sm, m.data,
+					     s->scratch) < 0) {
+				s->cons_pos += sm.nslots;
+				fifo_malformed(s, src, "a continuation slot was never written");
+				continue;
 			}
 			m.data = s->scratch;
 		}
 		xpi_engine_deliver(s->ctx, &m);
-		r->cons_pos += sm.nslots;
+		s->cons_pos += sm.nslots;
 	}
-	xpi_slot_ring_publish_head(r, n < POLL_BATCH, s->ctx->peers[src].eager_returned);
+	/* The senders look at how far we read only when they find the FIFO
+	 * full: tell them when it ran dry or a quarter of it was read. */
+	if (s->cons_pos != s->cons_published &&
+	    (n < POLL_BATCH || s->cons_pos - s->cons_published >= SHM_FIFO_SLOTS / 4)) {
+		atomic_store_explicit(&f->head_pub, s->cons_pos, memory_order_release);
+		s->cons_published = s->cons_pos;
+	}
 	return n;
+}
+
+/* Gives back the eager credit the engine returned since we last looked,
+ * each peer's in its lane, as soon as it changed: a sender may be waiting
+ * for it with nothing else to send us. */
+static void return_credit(struct xpi_shm *s)
+{
+	xp_context_t *ctx = s->ctx;
+	if (ctx->eager_returned_total == s->credit_seen)
+		return;
+	s->credit_seen = ctx->eager_returned_total;
+	for (int i = 0; i < s->npolled; i++) {
+		int q = s->polled[i];
+		uint64_t r = ctx->peers[q].eager_returned;
+		if (r != s->peers[q].credit_published) {
+			atomic_store_explicit(&s->mine->lanes[q].credit_pub, r,
+					      memory_order_release);
+			s->peers[q].credit_published = r;
+		}
+	}
+}
+
+/*
+ * A sender that dies between claiming slots of our FIFO and publishing
+ * them leaves a hole that would hold up every later message. Once the
+ * next position has been claimed but not published for a second, and a
+ * lost peer's note says it was claiming exactly there, we step over what
+ * it claimed. A live sender publishes within microseconds of its claim.
+ */
+static void step_over_dead_claim(struct xpi_shm *s, int64_t now)
+{
+	struct shm_fifo *f = &s->mine->fifo;
+	if (atomic_load_explicit(&f->tail, memory_order_acquire) == s->cons_pos ||
+	    shm_fifo_peek(f, s->cons_pos) != NULL) {
+		s->stuck_since_ns = 0;
+		return;
+	}
+	if (s->stuck_since_ns == 0) {
+		s->stuck_since_ns = now;
+		return;
+	}
+	if (now - s->stuck_since_ns < 1000000000)
+		return;
+	for (int i = 0; i < s->npolled; i++) {
+		int q = s->polled[i];
+		if (!s->peers[q].dead)
+			continue;
+		uint64_t note = atomic_load_explicit(&s->mine->lanes[q].note, memory_order_relaxed);
+		uint32_t nslots = (uint32_t)(note >> 32);
+		if ((uint32_t)note != s->cons_pos || nslots == 0 ||
+		    nslots > xpi_slots_for(SHM_INLINE_MAX))
+			continue;
+		xpi_log(XPI_LOG_WARN,
+			"rank %d: stepping over %u slots of shared memory that rank %d claimed "
+			"and never wrote (it was lost)",
+			s->ctx->rank, nslots, q);
+		s->cons_pos += nslots;
+		s->stuck_since_ns = 0;
+		return;
+	}
 }
 
 /* A peer whose process is gone fails what involves it (shm_peer_lost). */
@@ -570,7 +768,7 @@ void xpi_shm_peer_died(struct xpi_shm *s, int peer, const char *why)
 }
 
 /*
- * The engine lost @peer, whoever noticed (our ring or chunks holding
+ * The engine lost @peer, whoever noticed (our FIFO or chunks holding
  * garbage, its process gone, its TCP connection broken): the receives
  * matched to its announcements and our sends it announced or claimed fail
  * here, whatever state their streams are in, and we touch its memory no
@@ -593,6 +791,8 @@ static void shm_peer_lost(void *tlp, int peer)
 			xpi_engine_fail_request(s->ctx, x->rreq, peer);
 		free(x);
 	}
+	p->set_wanted = false;
+	release_set(s, peer);
 	if (p->tx_idx >= 0) {
 		p->tx_idx = -1;
 		s->streams--;
@@ -638,6 +838,8 @@ static void maybe_check_liveness(struct xpi_shm *s)
 	int64_t now = xpi_now_ns();
 	if (now >= s->next_liveness_ns) {
 		check_liveness(s);
+		if (s->ctx->nfailed != 0)
+			step_over_dead_claim(s, now);
 		s->next_liveness_ns = now + 100000000;
 	}
 }
@@ -645,55 +847,62 @@ static void maybe_check_liveness(struct xpi_shm *s)
 static int shm_progress(void *tlp)
 {
 	struct xpi_shm *s = tlp;
-	int n = 0;
 	if ((++s->polls & 1023) == 0)
 		maybe_check_liveness(s); /* a clock read every 1024 calls */
-	for (int i = 0; i < s->npolled; i++) {
-		int peer = s->polled[i];
-		if (s->peers[peer].dead)
+	int n = poll_fifo(s);
+	for (int i = 0; i < s->nactive;) {
+		int peer = s->active[i];
+		struct shm_peer *p = &s->peers[peer];
+		if (p->dead || (xpi_dlist_empty(&p->tx_out) && xpi_dlist_empty(&p->rx))) {
+			p->active = false;
+			s->active[i] = s->active[--s->nactive];
 			continue;
-		n += poll_ring(s, peer);
-		if (!xpi_dlist_empty(&s->peers[peer].tx_out)) {
+		}
+		if (!xpi_dlist_empty(&p->tx_out)) {
 			n += pump_tx(s, peer);
 			n += reap_direct(s, peer);
 		}
 		n += pump_rx(s, peer);
+		i++;
 	}
+	return_credit(s);
 	return n;
 }
 
 /* True if a peer has done something we have not acted on yet. */
 static bool work_waiting(struct xpi_shm *s)
 {
-	for (int i = 0; i < s->npolled; i++) {
-		int peer = s->polled[i];
+	if (shm_fifo_peek(&s->mine->fifo, s->cons_pos) != NULL)
+		return true;
+	for (int i = 0; i < s->nactive; i++) {
+		int peer = s->active[i];
 		struct shm_peer *p = &s->peers[peer];
 		if (p->dead)
 			continue;
-		if (xpi_slot_ring_peek(&s->mine->rings[peer]) != NULL)
-			return true;
 		if (!xpi_dlist_empty(&p->rx)) { /* a chunk for our claimed receive? */
 			const struct shm_rx *x = xpi_container_of(p->rx.next, struct shm_rx, link);
-			struct shm_bulk *b = xpi_shm_bulk(s->mine, s->ctx->size, peer);
 			if (x->split && x->claimed) { /* our part to read, or its answer? */
-				uint32_t done = atomic_load(&b->push.done) & ~PUSH_FAILED;
+				const struct shm_push *q = &s->mine->lanes[peer].push;
+				uint32_t done = atomic_load(&q->done) & ~PUSH_FAILED;
 				if (!x->read_done || done == x->push_seq)
 					return true;
-			} else if (atomic_load(&b->chunk[p->rx_chunk % NCHUNK].state) &
-				   CHUNK_FULL) {
+			} else if (x->claimed && atomic_load(&s->mine->sets[p->rx_set]
+								      .chunk[p->rx_chunk % NCHUNK]
+								      .state) &
+							 CHUNK_FULL) {
 				return true;
 			}
 		}
 		if (!xpi_dlist_empty(&p->tx_out)) { /* a claim, or a chunk emptied? */
-			struct xpi_slot_ring *r = &p->seg->rings[s->ctx->rank];
-			if (atomic_load(&r->events) != p->events_seen)
+			const struct shm_lane *l = lane_to(s, peer);
+			if (atomic_load(&l->events) != p->events_seen)
 				return true;
 			if (p->tx_idx < 0) {
-				if (atomic_load(&r->mailbox) != 0)
+				if (atomic_load(&l->mailbox) != 0)
 					return true;
 				continue;
 			}
-			struct shm_bulk *b = xpi_shm_bulk(p->seg, s->ctx->size, s->ctx->rank);
+			const struct shm_set *b = &p->seg->sets[p->tx_set];
 			if (atomic_load(&b->chunk[p->tx_chunk % NCHUNK].state) == 0)
 				return true;
 		}
@@ -708,7 +917,15 @@ static int shm_sleep_prepare(void *tlp, struct pollfd *fds, int max)
 	struct xpi_shm *s = tlp;
 	if (s->bell_fd < 0 || max < 1)
 		return -ENOTSUP;
-	check_liveness(s);                       /* none of the pidfds below is readable yet */
+	check_liveness(s); /* none of the pidfds below is readable yet */
+	/* A hole a lost sender may have left in our FIFO: no one would ring
+	 * for it, so we stay awake until it is filled or stepped over. */
+	struct shm_fifo *f = &s->mine->fifo;
+	if (s->ctx->nfailed != 0 &&
+	    atomic_load_explicit(&f->tail, memory_order_acquire) != s->cons_pos) {
+		maybe_check_liveness(s);
+		return -EAGAIN;
+	}
 	atomic_fetch_add(&s->mine->sleeping, 1); /* seq_cst: before the looks below */
 	/* Look once more after saying we sleep, so what came in between (a
 	 * message, a filled or emptied chunk, a claim) is not slept on. */
@@ -738,15 +955,15 @@ static void shm_sleep_done(void *tlp)
 static bool shm_tx_pending(void *tlp)
 {
 	(void)tlp;
-	return false; /* a message is in the peer's ring once sent */
+	return false; /* a message is in the peer's FIFO once sent */
 }
 
 const struct xpi_tl_ops xpi_shm_ops = {
 	.name = "shm",
-	/* Inside the ring an eager message needs no handshake; past 4 KiB the
+	/* Inside the FIFO an eager message needs no handshake; past 4 KiB the
 	 * chunked stream, each side copying on its own core, wins. */
 	.rndv_threshold = SHM_INLINE_MAX + 1,
-	.eager_max = SHM_INLINE_MAX, /* larger payloads never go inside the ring */
+	.eager_max = SHM_INLINE_MAX, /* larger payloads never go inside the FIFO */
 	.mem_reg = xpi_tl_mem_reg_none,
 	.mem_dereg = xpi_tl_mem_dereg_none,
 	.send_eager = shm_send_eager,

@@ -2,19 +2,21 @@
 /*
  * The shared-memory transport between ranks of one host.
  *
- * Each rank creates one segment (/dev/shm/xport-<pid>-<rank>) holding the
- * rings its peers write to it (one slot ring per sender, src/core/slot_ring.h)
- * and the state words of its own rendezvous sends. Peers map it, then its
- * name is removed at once, so nothing is left behind when the job ends,
- * however it ends.
+ * Each rank creates one segment (/dev/shm/xport-<pid>-<rank>) holding its
+ * receive FIFO, which every peer on the host writes its messages to
+ * (shm_fifo.h), the chunk sets it lends to peers streaming payloads to it,
+ * one small lane per peer (credit, claims, counters) and the state words of
+ * its own rendezvous sends: its size grows with the job by 256 B a rank.
+ * Peers map it, then its name is removed at once, so nothing is left
+ * behind when the job ends, however it ends.
  *
- * Eager messages up to 4 KiB travel inside the ring. Longer ones go by
+ * Eager messages up to 4 KiB travel inside the FIFO. Longer ones go by
  * rendezvous: the receiver claims the send with a compare-and-swap on its
  * state word in the sender's segment (a sender that times out withdraws
- * with the same CAS) and the sender streams the payload through chunks of
- * the receiver's segment while the receiver copies the previous chunk out;
- * with XP_SHM_CMA_MIN set, payloads from that size are read straight from
- * the sender's buffer with process_vm_readv instead.
+ * with the same CAS) and the sender streams the payload through a chunk
+ * set the receiver lends it while the receiver copies the previous chunk
+ * out; where the receiver may read the sender's memory, payloads from
+ * XP_SHM_CMA_MIN are copied by cross-memory attach instead (shm_cma.c).
  *
  * A waiting rank spins, then sleeps in the engine's one ppoll over every
  * transport: for shared memory, a doorbell FIFO beside its segment that

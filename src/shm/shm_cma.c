@@ -6,7 +6,7 @@
  *
  * A large payload is split (shm_int.h says why and from when):
  * the receiver asks the sender to write the second part into the receive
- * buffer (a push request beside the chunks, named in the mailbox) and reads
+ * buffer (a push request in the sender's lane, named in the mailbox) and reads
  * the first part itself meanwhile, so both cores copy at once. When both
  * parts are in, the receiver marks the send done, as a whole read would.
  * A sender that has not taken the request by the time the receiver's part
@@ -43,7 +43,7 @@ void xpi_shm_finish_send(struct xpi_shm *s, int src, uint32_t idx, uint32_t gen)
 {
 	struct shm_peer *p = &s->peers[src];
 	atomic_store_explicit(&p->seg->rndv[idx].state, gen << 2 | RNDV_DONE, memory_order_release);
-	atomic_fetch_add_explicit(&s->mine->rings[src].events, 1, memory_order_release);
+	atomic_fetch_add_explicit(&s->mine->lanes[src].events, 1, memory_order_release);
 	xpi_shm_notify(p);
 }
 
@@ -72,7 +72,7 @@ int xpi_shm_fetch_direct(struct xpi_shm *s, int src, uint32_t idx, uint32_t gen,
 void xpi_shm_push_request(struct xpi_shm *s, int src, struct shm_rx *x)
 {
 	struct shm_peer *p = &s->peers[src];
-	struct shm_push *q = &xpi_shm_bulk(s->mine, s->ctx->size, src)->push;
+	struct shm_push *q = &s->mine->lanes[src].push;
 	/* Sequence numbers stay clear of the PUSH_FAILED bit and of 0, the
 	 * answer slot's first value. */
 	p->push_seq = (p->push_seq + 1) & ~PUSH_FAILED;
@@ -87,7 +87,7 @@ void xpi_shm_push_request(struct xpi_shm *s, int src, struct shm_rx *x)
 	x->claimed = true;
 	s->streams++;
 	/* The release orders the request before the mailbox naming it. */
-	atomic_store_explicit(&s->mine->rings[src].mailbox, (x->idx + 1) | MAILBOX_PUSH,
+	atomic_store_explicit(&s->mine->lanes[src].mailbox, (x->idx + 1) | MAILBOX_PUSH,
 			      memory_order_release);
 	xpi_shm_notify(p);
 }
@@ -95,13 +95,13 @@ void xpi_shm_push_request(struct xpi_shm *s, int src, struct shm_rx *x)
 bool xpi_shm_push_revoke(struct xpi_shm *s, int src, const struct shm_rx *x)
 {
 	uint32_t named = (x->idx + 1) | MAILBOX_PUSH;
-	return atomic_compare_exchange_strong(&s->mine->rings[src].mailbox, &named, 0);
+	return atomic_compare_exchange_strong(&s->mine->lanes[src].mailbox, &named, 0);
 }
 
 void xpi_shm_push_serve(struct xpi_shm *s, int peer, uint32_t idx)
 {
 	struct shm_peer *p = &s->peers[peer];
-	struct shm_push *q = &xpi_shm_bulk(p->seg, s->ctx->size, s->ctx->rank)->push;
+	struct shm_push *q = &p->seg->lanes[s->ctx->rank].push;
 	xp_request_t *r = s->rndv_req[idx];
 	uint32_t seq = atomic_load_explicit(&q->seq, memory_order_relaxed) & ~PUSH_FAILED;
 	uint64_t addr = atomic_load_explicit(&q->addr, memory_order_relaxed);
@@ -124,7 +124,7 @@ void xpi_shm_push_serve(struct xpi_shm *s, int peer, uint32_t idx)
 int xpi_shm_split_progress(struct xpi_shm *s, int src, struct shm_rx *x)
 {
 	struct shm_peer *p = &s->peers[src];
-	const struct shm_push *q = &xpi_shm_bulk(s->mine, s->ctx->size, src)->push;
+	const struct shm_push *q = &s->mine->lanes[src].push;
 	uint64_t addr = atomic_load_explicit(&p->seg->rndv[x->idx].addr, memory_order_relaxed);
 	bool revoked = false;
 	if (!x->read_done) {

@@ -11,19 +11,24 @@
 #include "../core/dlist.h"
 #include "../core/engine.h"
 #include "../core/slot_ring.h"
+#include "shm_fifo.h"
 
 #define SEG_MAGIC 0x58534547u /* "XSEG" */
-#define SEG_VERSION 6u
+#define SEG_VERSION 7u
 /* Rendezvous sends a rank may have announced and not yet handed over (all
  * peers together); the state words live in its segment, 16 B each. */
 #define NRNDV 65536u
-/* Eager payloads up to this go inside the ring (1 + 68 slots). */
+/* Eager payloads up to this go inside the FIFO (1 + 68 slots). */
 #define SHM_INLINE_MAX 4096u
 /* Rendezvous payloads stream through chunks of the receiver's segment:
  * the sender copies one in while the receiver copies the one before out,
- * each on its own core. */
+ * each on its own core. The chunks come in sets, one per stream, that the
+ * receiver lends to one sender at a time: NSET streams run at once, from
+ * as many senders, and the rest wait for a set (2 MiB a rank, whatever the
+ * job's size). */
 #define NCHUNK 8u
 #define CHUNK (64u << 10)
+#define NSET 4u
 #define CHUNK_FULL 0x80000000u
 
 /* Rendezvous state words: a generation (so a stale announcement never
@@ -48,7 +53,7 @@ enum { RNDV_FREE = 0, RNDV_PENDING = 1, RNDV_CLAIMED = 2, RNDV_DONE = 3 };
  *    7.9-8.2; 1 MiB 26.1 / 76.9-78.2.
  * The receiver reading all of it alone (the direct mode before this) gave
  * 9.4-9.8 and 19.6-20.3 GB/s at 1 MiB. So from 8 KiB, every payload the
- * ring does not carry inline; XP_SHM_CMA_MIN moves the threshold, "off"
+ * FIFO does not carry inline; XP_SHM_CMA_MIN moves the threshold, "off"
  * keeps every payload in the chunks.
  */
 /* The mailbox word with this bit names a claimed send the receiver wants
@@ -76,14 +81,25 @@ struct shm_push {
 	_Alignas(64) _Atomic uint32_t done;
 };
 
-/* The chunks one sender streams rendezvous payloads through to us, and the
- * split copies it is asked to push. */
-struct shm_bulk {
-	struct shm_push push;
+/* A set of chunks one sender streams a rendezvous payload through to us. */
+struct shm_set {
 	struct {
 		_Alignas(64) _Atomic uint32_t state; /* 0 free, else CHUNK_FULL | bytes */
 	} chunk[NCHUNK];
 	_Alignas(64) uint8_t data[NCHUNK][CHUNK];
+};
+
+/* What passes between this rank (the receiver) and one sender, other than
+ * messages: in the receiver's segment, one per sending rank, 256 bytes. */
+struct shm_lane {
+	/* The receiver writes, the sender reads. */
+	_Alignas(64) _Atomic uint64_t credit_pub; /* the receiver's peers[src].eager_returned */
+	_Atomic uint32_t mailbox;                 /* the send claimed (the sender clears it) */
+	_Atomic uint32_t events;                  /* its direct reads of the sender's sends */
+	_Atomic uint32_t set; /* the chunk set the claimed one streams through */
+	/* The sender writes: what it is about to claim of the FIFO (shm_fifo.h). */
+	_Alignas(64) _Atomic uint64_t note;
+	struct shm_push push;
 };
 
 struct shm_seg {
@@ -97,8 +113,10 @@ struct shm_seg {
 	 * doorbell, a FIFO beside the segment: a peer that writes us
 	 * something and sees this non-zero writes a byte to it. */
 	_Alignas(64) _Atomic uint32_t sleeping;
-	_Alignas(64) struct shm_rndv rndv[NRNDV];  /* our rendezvous sends */
-	_Alignas(64) struct xpi_slot_ring rings[]; /* by sending rank; then the bulk areas */
+	_Alignas(64) struct shm_rndv rndv[NRNDV]; /* our rendezvous sends */
+	struct shm_fifo fifo;                     /* every sender's messages to us */
+	struct shm_set sets[NSET];
+	struct shm_lane lanes[]; /* by sending rank; then the collectives' areas */
 };
 
 /* A rendezvous payload this rank expects from a peer, in claim order. */
@@ -127,17 +145,25 @@ struct shm_peer {
 	int bell_fd; /* its doorbell FIFO, for writing; -1 if none */
 	bool dead;
 	bool cma;             /* we may read its memory with process_vm_readv */
+	bool active;          /* in xpi_shm.active: a rendezvous with it under way */
 	uint32_t events_seen; /* its direct reads of our sends we have looked at */
-	/* Sending to it: our announced rendezvous sends (through their
-	 * tl_link), and the one being streamed. */
+	/* Sending to it: its FIFO's head as we last saw it, our eager cost
+	 * sent and the credit it last gave back (engine.h). */
+	uint32_t fifo_head;
+	uint64_t eager_sent, credit_seen;
+	/* Our announced rendezvous sends (through their tl_link), and the
+	 * one being streamed, through its chunk set tx_set. */
 	struct xpi_dlink tx_out;
 	int tx_idx; /* -1: none */
 	uint64_t tx_off;
-	uint32_t tx_chunk;
+	uint32_t tx_chunk, tx_set;
 	/* Receiving from it. */
 	struct xpi_dlink rx; /* struct shm_rx, claim order */
+	int rx_set;          /* the set of ours its stream has, -1: none */
+	bool set_wanted;     /* in xpi_shm.set_queue */
 	uint32_t rx_chunk;
-	uint32_t push_seq; /* split copies asked of it so far */
+	uint32_t push_seq;         /* split copies asked of it so far */
+	uint64_t credit_published; /* the eager credit we last gave it back */
 };
 
 struct xpi_shm {
@@ -150,6 +176,17 @@ struct xpi_shm {
 	struct shm_peer *peers;
 	int *polled; /* the peers we serve */
 	int npolled;
+	int *active; /* the peers with a rendezvous under way, either way */
+	int nactive;
+	/* Reading our FIFO: how far, and how far we told the senders. */
+	uint32_t cons_pos, cons_published;
+	uint64_t credit_seen; /* ctx->eager_returned_total when we last gave credit */
+	/* Our chunk sets not lent (a bit each), and the peers whose stream
+	 * waits for one, in the order they asked. */
+	uint32_t sets_free;
+	int *set_queue;
+	int set_head, set_count;
+	int64_t stuck_since_ns; /* our FIFO's next message not published since; 0: not stuck */
 	/* Our rendezvous sends, by state word. */
 	xp_request_t *rndv_req[NRNDV];
 	int rndv_peer[NRNDV];
@@ -179,7 +216,7 @@ void xpi_shm_peer_died(struct xpi_shm *s, int peer, const char *why);
 int xpi_shm_fetch_direct(struct xpi_shm *s, int src, uint32_t idx, uint32_t gen, void *dst,
 			 size_t cap);
 /* Receiver: the sender's send @idx/@gen is ours in full; it learns it
- * from the count we raise beside its ring to us. */
+ * from the count we raise in its lane. */
 void xpi_shm_finish_send(struct xpi_shm *s, int src, uint32_t idx, uint32_t gen);
 /* Receiver: asks @src to push its part of split copy @x, first in line. */
 void xpi_shm_push_request(struct xpi_shm *s, int src, struct shm_rx *x);
@@ -192,7 +229,6 @@ void xpi_shm_push_serve(struct xpi_shm *s, int peer, uint32_t idx);
  * sender told), 0 while it waits for the sender, -1 if it fell back to
  * the chunks (streamed from now on, x->split cleared). */
 int xpi_shm_split_progress(struct xpi_shm *s, int src, struct shm_rx *x);
-struct shm_bulk *xpi_shm_bulk(struct shm_seg *seg, int nranks, int src);
 void xpi_shm_destroy(void *tlp);
 /* ctx->host_area: world rank @rank's collective area on @channel. */
 void *xpi_shm_coll_area(void *tl, int rank, unsigned channel);

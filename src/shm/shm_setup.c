@@ -55,6 +55,8 @@ void xpi_shm_destroy(void *tlp)
 	free(s->pidfds);
 	free(s->peers);
 	free(s->polled);
+	free(s->active);
+	free(s->set_queue);
 	free(s->scratch);
 	free(s);
 }
@@ -156,15 +158,20 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	s->seg_len = xpi_shm_seg_size(n);
 	s->peers = calloc((size_t)n, sizeof(*s->peers));
 	s->polled = calloc((size_t)n, sizeof(*s->polled));
+	s->active = calloc((size_t)n, sizeof(*s->active));
+	s->set_queue = calloc((size_t)n, sizeof(*s->set_queue));
+	s->sets_free = (1u << NSET) - 1;
 	s->scratch = malloc(SHM_INLINE_MAX);
 	s->pidfds = calloc((size_t)n, sizeof(*s->pidfds));
 	s->bell_fd = -1;
-	if (s->peers == NULL || s->polled == NULL || s->scratch == NULL || s->pidfds == NULL)
+	if (s->peers == NULL || s->polled == NULL || s->active == NULL || s->set_queue == NULL ||
+	    s->scratch == NULL || s->pidfds == NULL)
 		goto out;
 	for (int p = 0; p < n; p++) {
 		s->peers[p].pidfd = -1;
 		s->peers[p].bell_fd = -1;
 		s->peers[p].tx_idx = -1;
+		s->peers[p].rx_set = -1;
 		xpi_dlist_init(&s->peers[p].tx_out);
 		xpi_dlist_init(&s->peers[p].rx);
 	}
