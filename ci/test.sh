@@ -176,6 +176,11 @@ run_config() {
 		# tests/meson.build): the threads TSan checks are the same at
 		# 3 to 6 ranks, which it runs; gcc and ASan run all of them.
 		test_args+=(--no-suite many_ranks)
+		# Not the tools suite: its tests drive xport-perf and the
+		# Python tools (plot, compare-*) through runs whose threads are
+		# those of the unit tests TSan checks; under TSan they cost
+		# about 110 s of the default run. gcc and ASan run them.
+		test_args+=(--no-suite tools)
 		;;
 	esac
 	if [[ $cfg != gcc ]]; then

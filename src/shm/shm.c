@@ -731,8 +731,9 @@ static void step_over_dead_claim(struct xpi_shm *s, int64_t now)
 		s->stuck_since_ns = 0;
 		return;
 	}
-	if (s->stuck_since_ns == 0) {
-		s->stuck_since_ns = now;
+	if (s->stuck_since_ns == 0 || s->stuck_pos != s->cons_pos) {
+		s->stuck_since_ns = now; /* stuck here from now */
+		s->stuck_pos = s->cons_pos;
 		return;
 	}
 	if (now - s->stuck_since_ns < 1000000000)

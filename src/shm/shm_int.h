@@ -186,7 +186,10 @@ struct xpi_shm {
 	uint32_t sets_free;
 	int *set_queue;
 	int set_head, set_count;
-	int64_t stuck_since_ns; /* our FIFO's next message not published since; 0: not stuck */
+	/* Since when our FIFO's next message, at stuck_pos, has been claimed
+	 * and not published; 0: it is not. */
+	int64_t stuck_since_ns;
+	uint32_t stuck_pos;
 	/* Our rendezvous sends, by state word. */
 	xp_request_t *rndv_req[NRNDV];
 	int rndv_peer[NRNDV];
