@@ -2,7 +2,8 @@
 /*
  * XP_THREAD_FUNNELED over TCP: the transport's io_uring is tied to the
  * thread of xp_init (SINGLE_ISSUER | DEFER_TASKRUN), whose ring fd does not
- * wake a sleeper; it sleeps on an eventfd instead. Two processes:
+ * wake a sleeper; it sleeps on an eventfd and the sockets it reads. Two
+ * processes:
  *
  *  - small and 1 MiB messages both ways arrive whole;
  *  - a receiver whose message comes 120 ms late sleeps (the engine stops
