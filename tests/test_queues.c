@@ -63,6 +63,41 @@ static void test_mpsc_fifo_per_producer(void)
 	}
 }
 
+/*
+ * The state in which the producers' hint says "empty" while a node waits:
+ * the consumer reached node a as the last one and put the stub behind it,
+ * but producer b had swapped the tail in between and not yet linked a to
+ * b. The consumer's own test must see a; pop must give a then b once b's
+ * push is complete. Built step by step as the interleaving leaves it (one
+ * thread cannot stop pop halfway).
+ */
+static void test_mpsc_empty_sees_blocked_head(void)
+{
+	struct xpi_mpsc bq;
+	struct item a = { .seq = 1 }, b = { .seq = 2 };
+	xpi_mpsc_init(&bq);
+	T_CHECK(xpi_mpsc_empty(&bq));
+	xpi_mpsc_push(&bq, &a.node);
+	/* pop: past the stub to a, the last node (head == tail) */
+	bq.head = &a.node;
+	/* producer b, half done: the tail swapped, a not yet linked to b */
+	atomic_store(&b.node.next, NULL);
+	struct xpi_qnode *prev = atomic_exchange(&bq.tail, &b.node);
+	T_CHECK(prev == &a.node);
+	/* pop puts the stub behind the tail it sees, now b, and finds a
+	 * without a successor: it returns nothing */
+	xpi_mpsc_push(&bq, &bq.stub);
+	T_CHECK(atomic_load(&a.node.next) == NULL);
+	T_CHECK(!xpi_mpsc_maybe_nonempty(&bq)); /* the hint is blind to it */
+	T_CHECK(!xpi_mpsc_empty(&bq));          /* the consumer is not */
+	T_CHECK(xpi_mpsc_pop(&bq) == NULL);     /* still blocked on b's link */
+	atomic_store(&prev->next, &b.node);     /* b's push completes */
+	T_CHECK(xpi_mpsc_pop(&bq) == &a.node);
+	T_CHECK(xpi_mpsc_pop(&bq) == &b.node);
+	T_CHECK(xpi_mpsc_pop(&bq) == NULL);
+	T_CHECK(xpi_mpsc_empty(&bq));
+}
+
 #define SLOTS 64
 static struct xpi_free_stack stack;
 static _Atomic int owner_of[SLOTS]; /* who holds each index now, 0 if nobody */
@@ -122,6 +157,7 @@ static void test_free_stack(void)
 int main(void)
 {
 	T_RUN(test_mpsc_fifo_per_producer);
+	T_RUN(test_mpsc_empty_sees_blocked_head);
 	T_RUN(test_free_stack);
 	return 0;
 }

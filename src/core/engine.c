@@ -138,9 +138,14 @@ void xpi_engine_submit(xp_context_t *ctx, struct xpi_cmd *cmd)
 		 * order. The drain stops early at a push another thread has
 		 * half done, and an earlier command of this very thread may sit
 		 * behind it: then this one must queue behind it too, never run
-		 * ahead (the release below drains the rest). */
+		 * ahead (the release below drains the rest). Whether anything
+		 * is left is asked as the consumer: the producers' hint can say
+		 * "empty" while a command it could not pop waits at the head
+		 * (xpi_mpsc_empty), and running this one then put a thread's
+		 * operations out of order (a cancel before its post, a receive
+		 * before the one posted ahead of it). */
 		drain_cmdq(ctx);
-		if (xpi_unlikely(!ctx->serialized && xpi_mpsc_maybe_nonempty(&ctx->cmdq)))
+		if (xpi_unlikely(!ctx->serialized && !xpi_mpsc_empty(&ctx->cmdq)))
 			xpi_mpsc_push(&ctx->cmdq, &cmd->node);
 		else if (xpi_likely(cmd->type == XPI_CMD_POST))
 			xpi_engine_exec_post(ctx, xpi_container_of(cmd, xp_request_t, post_cmd));

@@ -51,6 +51,21 @@ static inline bool xpi_mpsc_maybe_nonempty(struct xpi_mpsc *q)
 	       atomic_load_explicit(&q->stub.next, memory_order_acquire) != NULL;
 }
 
+/*
+ * Consumer only: nothing is queued, not even a push half done. Unlike
+ * xpi_mpsc_maybe_nonempty it also sees a node the consumer has reached but
+ * could not pop: when pop puts the stub behind the last node while a
+ * producer has swapped the tail but not yet linked its node, the tail is
+ * the stub again and the stub has no successor, yet the node at head (and
+ * the producer's) are still queued.
+ */
+static inline bool xpi_mpsc_empty(struct xpi_mpsc *q)
+{
+	return q->head == &q->stub &&
+	       atomic_load_explicit(&q->stub.next, memory_order_acquire) == NULL &&
+	       atomic_load_explicit(&q->tail, memory_order_seq_cst) == &q->stub;
+}
+
 /* Consumer only. Returns the oldest node, or NULL if none is ready yet. */
 static inline struct xpi_qnode *xpi_mpsc_pop(struct xpi_mpsc *q)
 {
