@@ -699,11 +699,9 @@ static int poll_fifo(struct xpi_shm *s)
 /* Gives back the eager credit the engine returned since we last looked,
  * each peer's in its lane, as soon as it changed: a sender may be waiting
  * for it with nothing else to send us. */
-static void return_credit(struct xpi_shm *s)
+static void return_credit_slow(struct xpi_shm *s)
 {
 	xp_context_t *ctx = s->ctx;
-	if (ctx->eager_returned_total == s->credit_seen)
-		return;
 	s->credit_seen = ctx->eager_returned_total;
 	for (int i = 0; i < s->npolled; i++) {
 		int q = s->polled[i];
@@ -845,12 +843,26 @@ static void maybe_check_liveness(struct xpi_shm *s)
 	}
 }
 
+static inline void return_credit(struct xpi_shm *s)
+{
+	if (xpi_unlikely(s->ctx->eager_returned_total != s->credit_seen))
+		return_credit_slow(s);
+}
+
+/*
+ * Every round of a spinning waiter comes here, and how long an idle round
+ * takes is how late the next message is seen: the empty FIFO, no stream
+ * and no credit to give back cost a few loads and no call (a call to the
+ * poll on every round made 8 B one-way latency 7% longer).
+ */
 static int shm_progress(void *tlp)
 {
 	struct xpi_shm *s = tlp;
 	if ((++s->polls & 1023) == 0)
 		maybe_check_liveness(s); /* a clock read every 1024 calls */
-	int n = poll_fifo(s);
+	int n = 0;
+	if (shm_fifo_peek(&s->mine->fifo, s->cons_pos) != NULL)
+		n = poll_fifo(s);
 	for (int i = 0; i < s->nactive;) {
 		int peer = s->active[i];
 		struct shm_peer *p = &s->peers[peer];
