@@ -77,10 +77,19 @@ def run(cmd, env_add=None, log=None):
     return p.returncode, p.stdout, p.stderr
 
 
+def mpi_headers_found(mpicc):
+    """Debian's openmpi-bin brings mpicc without mpi.h (libopenmpi-dev has
+    it): asked of Open MPI's wrapper; another MPI's compile says itself."""
+    p = subprocess.run([mpicc, "--showme:incdirs"], capture_output=True, text=True)
+    if p.returncode != 0:
+        return True
+    return any(os.path.exists(os.path.join(d, "mpi.h")) for d in p.stdout.split())
+
+
 def ensure_mpi(args):
     """(mpicc, mpirun) paths, or a note saying why there are none."""
     mpicc, mpirun = shutil.which("mpicc"), shutil.which("mpirun")
-    if mpicc and mpirun:
+    if mpicc and mpirun and mpi_headers_found(mpicc):
         return mpicc, mpirun, None
     if args.no_install:
         return None, None, "skipped: mpicc or mpirun not found and --no-install given " \

@@ -268,12 +268,24 @@ def why(rc, err, timeout):
 
 # Setup: packages, the build, mpi-baseline
 
-def ensure_tool(c, progs, pkgs):
-    """None when @progs are all on PATH, after installing @pkgs if need be
-    (stale package lists being the usual failure, once more after apt-get
-    update); else why not."""
+def mpi_headers_found(mpicc):
+    """Debian's openmpi-bin brings mpicc without mpi.h (libopenmpi-dev has
+    it): asked of Open MPI's wrapper; another MPI's compile says itself."""
+    try:
+        p = subprocess.run([mpicc, "--showme:incdirs"], capture_output=True, text=True)
+    except OSError:
+        return False
+    if p.returncode != 0:
+        return True
+    return any(os.path.exists(os.path.join(d, "mpi.h")) for d in p.stdout.split())
+
+
+def ensure_tool(c, progs, pkgs, ready=lambda: True):
+    """None when @progs are all on PATH (and @ready says the rest is there),
+    after installing @pkgs if need be (stale package lists being the usual
+    failure, once more after apt-get update); else why not."""
     def found():
-        return all(shutil.which(p) for p in progs)
+        return all(shutil.which(p) for p in progs) and ready()
     how = "apt-get install " + " ".join(pkgs)
     if found() or c.args.no_install:
         return None if found() else f"{' or '.join(progs)} not found, --no-install ({how})"
@@ -338,7 +350,8 @@ def setup(c, tools):
         p = subprocess.run([c.xperf, "--version"], cwd=ROOT, capture_output=True, text=True)
         c.version = (p.stdout.split() or ["unknown"])[-1]
     if "mpi" in tools:
-        c.notes["mpi"] = (ensure_tool(c, [MPICC, MPIRUN], ["openmpi-bin", "libopenmpi-dev"])
+        c.notes["mpi"] = (ensure_tool(c, [MPICC, MPIRUN], ["openmpi-bin", "libopenmpi-dev"],
+                                      lambda: mpi_headers_found(MPICC))
                           or build_mpi_baseline(c))
     for tool, path in (("sock", c.sock), ("xport", c.xperf), ("xport", c.xprun)):
         if tool in tools and not c.notes.get(tool) and \
