@@ -7,9 +7,11 @@
 Runs xport-perf lat and bw in-process, over shm and over TCP (two processes
 under each build's own xprun, pinned to CPUs 0 and 1 by xport-perf's
 default pinning, the same for both builds), and bench_core's matching and
-pool benchmarks, alternating old and new round by round so that the
-machine's drift hits both alike. Prints the median of the rounds for every
-row, and new/old (latency: below 1 is faster; bandwidth: above 1 is
+pool benchmarks (left out when a build has none), both builds back to back
+for each case with the first of the two alternating round by round, so
+that the machine's drift hits both alike. Prints the median of the rounds
+for every row, new/old of the medians and paired (the median of each
+round's own new/old; latency: below 1 is faster; bandwidth: above 1 is
 faster), with every command line it ran.
 """
 import argparse
@@ -66,6 +68,8 @@ def bench_rows(build):
     cmd = [os.path.join(build, "perf", "bench_core"), "--benchmark_filter=" + BENCH_FILTER,
            "--benchmark_format=json", "--benchmark_min_time=0.05"]
     rows = {}
+    if not os.access(cmd[0], os.X_OK):  # built with -Dbenchmarks=disabled
+        return rows
     data = run(cmd)
     try:
         for b in json.loads(data)["benchmarks"]:
@@ -81,19 +85,29 @@ def main():
     ap.add_argument("new")
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
-    samples = {}  # (case, key) -> {"old": [...], "new": [...]}
+    samples = {}  # (case, key) -> {"old": [...], "new": [...]}, one entry per round
+    missing = [b for b in (a.old, a.new)
+               if not os.access(os.path.join(b, "perf", "bench_core"), os.X_OK)]
+    if missing:
+        print(f"# bench_core rows left out: not built in {', '.join(missing)}", flush=True)
     for rnd in range(a.rounds):
         print(f"# round {rnd + 1} of {a.rounds}", flush=True)
+        # Each case runs both builds back to back, the first of the two
+        # alternating round by round, so that neither always runs first.
+        order = ("old", "new") if rnd % 2 == 0 else ("new", "old")
         for name, launcher, args in CASES:
-            for which in ("old", "new"):
-                build = getattr(a, which)
-                for key, v in perf_rows(build, launcher, args).items():
-                    samples.setdefault((name, key), {"old": [], "new": []})[which].append(v)
-        for which in ("old", "new"):
-            for key, v in bench_rows(getattr(a, which)).items():
-                samples.setdefault(("bench_core", key), {"old": [], "new": []})[which].append(v)
+            got = {w: perf_rows(getattr(a, w), launcher, args) for w in order}
+            for key in got["old"].keys() & got["new"].keys():
+                for w in order:
+                    samples.setdefault((name, key), {"old": [], "new": []})[w].append(got[w][key])
+        if not missing:
+            got = {w: bench_rows(getattr(a, w)) for w in order}
+            for key in got["old"].keys() & got["new"].keys():
+                for w in order:
+                    samples.setdefault(("bench_core", key), {"old": [], "new": []})[w].append(
+                        got[w][key])
     print()
-    print(f"{'case':<12} {'row':<52} {'old':>10} {'new':>10} {'new/old':>8}")
+    print(f"{'case':<12} {'row':<40} {'old':>10} {'new':>10} {'new/old':>8} {'paired':>7}")
     for (name, key), s in sorted(samples.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         if not s["old"] or not s["new"]:
             continue
@@ -101,8 +115,11 @@ def main():
         row = f"{key[0]} {key[1]}"
         unit = "us" if key[0] == "lat" else ("ns" if key[0] == "bench" else "MB/s")
         ratio = n / o if o else float("nan")
-        print(f"{name:<12} {row:<52} {o:>10.3f} {n:>10.3f} {ratio:>8.2f}  ({unit}, median of "
-              f"{len(s['old'])}/{len(s['new'])})")
+        # Paired: the median of each round's own new/old, as the host's
+        # pace drifts between rounds more than within one.
+        paired = statistics.median(y / x for x, y in zip(s["old"], s["new"]) if x)
+        print(f"{name:<12} {row:<40} {o:>10.3f} {n:>10.3f} {ratio:>8.3f} {paired:>7.3f}  "
+              f"({unit}, {len(s['old'])} rounds)")
     return 0
 
 
