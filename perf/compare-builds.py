@@ -4,15 +4,15 @@
 
     /usr/bin/python3 perf/compare-builds.py OLD_BUILD NEW_BUILD [--rounds N]
 
-Runs xport-perf lat and bw in-process, over shm and over TCP (two processes
-under each build's own xprun, pinned to CPUs 0 and 1 by xport-perf's
-default pinning, the same for both builds), and bench_core's matching and
-pool benchmarks (left out when a build has none), both builds back to back
-for each case with the first of the two alternating round by round, so
-that the machine's drift hits both alike. Prints the median of the rounds
-for every row, new/old of the medians and paired (the median of each
-round's own new/old; latency: below 1 is faster; bandwidth: above 1 is
-faster), with every command line it ran.
+Runs xport-perf lat and bw in-process, over shm and over TCP, and rate and
+allreduce over shm (two processes under each build's own xprun, pinned to
+CPUs 0 and 1 by xport-perf's default pinning, the same for both builds),
+and bench_core's matching and pool benchmarks (left out when a build has
+none), both builds back to back for each case with the first of the two
+alternating round by round, so that the machine's drift hits both alike.
+Prints the median of the rounds for every row, new/old of the medians and
+paired (the median of each round's own new/old; times: below 1 is faster;
+bandwidth and rate: above 1 is faster), with every command line it ran.
 """
 import argparse
 import json
@@ -29,7 +29,12 @@ CASES = [  # (name, launcher?, xport-perf arguments)
     ("shm bw", True, ["bw", "--transport", "shm", "--sizes", SIZES]),
     ("tcp lat", True, ["lat", "--transport", "tcp", "--sizes", SIZES]),
     ("tcp bw", True, ["bw", "--transport", "tcp", "--sizes", SIZES]),
+    ("shm rate", True, ["rate", "--transport", "shm", "--sizes", "8,64"]),
+    ("shm allred", True, ["allreduce", "--transport", "shm", "--sizes", "8,1024,64k,1m,16m"]),
 ]
+# What each xport-perf test reports as its figure, and its unit.
+FIGURE = {"lat": ("lat_us_p50", "us"), "bw": ("bw_MBps", "MB/s"),
+          "rate": ("Mmsg_per_s", "Mmsg/s"), "allreduce": ("time_us_p50", "us")}
 BENCH_FILTER = "match|pool|mpsc"
 
 
@@ -59,8 +64,8 @@ def perf_rows(build, launcher, args):
         # The first object describes the run ({"type": "run", ...}).
         if "test" not in r or r.get("transport") == "cacheline-baseline":
             continue
-        value = r["lat_us_p50"] if r["test"] == "lat" else r["bw_MBps"]
-        rows[(r["test"], r["size"])] = value
+        if r["test"] in FIGURE:
+            rows[(r["test"], r["size"])] = r[FIGURE[r["test"]][0]]
     return rows
 
 
@@ -113,7 +118,7 @@ def main():
             continue
         o, n = statistics.median(s["old"]), statistics.median(s["new"])
         row = f"{key[0]} {key[1]}"
-        unit = "us" if key[0] == "lat" else ("ns" if key[0] == "bench" else "MB/s")
+        unit = "ns" if key[0] == "bench" else FIGURE[key[0]][1]
         ratio = n / o if o else float("nan")
         # Paired: the median of each round's own new/old, as the host's
         # pace drifts between rounds more than within one.
