@@ -758,12 +758,10 @@ static void run_phase(struct sched *s, xp_context_t *ctx)
 	for (int r = 0; r < NRANKS; r++)
 		if (r != me)
 			T_OK(xp_wait(&done[r], WAIT_MS, NULL));
-	/* Drained and swept: nothing is left queued for the program. Not
-	 * xp_stats' unexpected_now: a rank already in the barrier below may
-	 * have sent its part of it to this one (the out-of-band barrier goes
-	 * along the job's own links). A receive of anything matches what is
-	 * queued, and nothing of the program's can come meanwhile: the next
-	 * phase starts after the barrier. */
+	/* Drained and swept: nothing is left queued for the program. A
+	 * receive of anything matches what is queued (and names it, which
+	 * xp_stats' unexpected_now would not), and nothing of the program's
+	 * can come meanwhile: the next phase starts after the barrier. */
 	xp_request_t *left;
 	xp_status_t st;
 	uint8_t sink[16];

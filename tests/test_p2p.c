@@ -318,6 +318,47 @@ static void test_ordering(void)
 	T_OK(xp_local_run(2, NULL, order_unexpected_body, NULL));
 }
 
+/*
+ * xp_stats' unexpected_now counts the program's point-to-point messages
+ * only: a collective's early message is buffered (its bytes count) but is
+ * not the program's to receive, so a program that checks its own messages
+ * all matched is not misled by a peer one step ahead.
+ */
+static int stats_unexpected_body(xp_context_t *ctx, void *arg)
+{
+	(void)arg;
+	xp_comm_t *w = xp_comm_world(ctx);
+	int64_t early = 77;
+	int mine = 5;
+	if (xp_rank(ctx) == 0) {
+		T_OK(xp_send(w, &mine, sizeof(mine), 1, 9));
+		T_OK(xp_bcast(w, &early, 1, XP_INT64, 0));
+		return 0;
+	}
+	xp_stats_t s;
+	do { /* both are here before any receive is posted */
+		xp_progress(ctx);
+		T_OK(xp_stats_get(ctx, &s));
+	} while (s.unexpected_bytes_now < sizeof(mine) + sizeof(early));
+	T_EQ(s.unexpected_now, 1);
+	T_EQ(s.unexpected_bytes_now, sizeof(mine) + sizeof(early));
+	int v = 0;
+	T_OK(xp_recv(w, &v, sizeof(v), 0, 9, XP_TAG_EXACT, NULL));
+	T_EQ(v, mine);
+	int64_t got = 0;
+	T_OK(xp_bcast(w, &got, 1, XP_INT64, 0));
+	T_EQ(got, early);
+	T_OK(xp_stats_get(ctx, &s));
+	T_EQ(s.unexpected_now, 0);
+	T_EQ(s.unexpected_bytes_now, 0);
+	return 0;
+}
+
+static void test_stats_count_program_messages(void)
+{
+	T_OK(xp_local_run(2, NULL, stats_unexpected_body, NULL));
+}
+
 /* More messages than a ring holds: the rest wait at the sender, in order. */
 static int flood_body(xp_context_t *ctx, void *arg)
 {
@@ -514,6 +555,7 @@ int main(void)
 	T_RUN(test_pooled_receive);
 	T_RUN(test_pooled_receive_without_buffer);
 	T_RUN(test_ordering);
+	T_RUN(test_stats_count_program_messages);
 	T_RUN(test_ring_full_keeps_order);
 	T_RUN(test_inline_sizes_across_slots);
 	T_RUN(test_eight_ranks_two_cores);

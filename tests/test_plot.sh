@@ -21,10 +21,10 @@ fi
 
 # Few round trips: the plot is under test, not the figures (the default
 # 20,000 took 110 s under TSan).
-"$perf" lat --sizes 8,1024 --iters 200 --json >"$tmp/inproc.json" 2>/dev/null ||
-	fail "in-process sweep: $?"
+"$perf" lat --sizes 8,1024 --iters 200 --json >"$tmp/inproc.json" 2>"$tmp/err" ||
+	fail "in-process sweep: $?: $(tail -5 "$tmp/err")"
 "$xprun" -n 2 "$perf" --transport shm --sizes 8,1024 --iters 50 --json \
-	>"$tmp/shm.json" 2>/dev/null </dev/null || fail "shm sweep: $?"
+	>"$tmp/shm.json" 2>"$tmp/err" </dev/null || fail "shm sweep: $?: $(tail -5 "$tmp/err")"
 echo "not json" >>"$tmp/shm.json"
 
 $py "$plot" -o "$tmp/out" --prefix t --dpi 80 --size 640x480 "$tmp/inproc.json" "$tmp/shm.json" \

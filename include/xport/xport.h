@@ -613,9 +613,15 @@ int xp_route_get(xp_context_t *ctx, int peer, size_t size, xp_route_t *route);
 typedef struct xp_stats {
 	uint64_t sends, recvs;            /* operations completed */
 	uint64_t eager_sends, rndv_sends; /* protocol used by completed sends */
-	uint64_t unexpected_now;          /* messages waiting in the unexpected queue */
-	uint64_t unexpected_bytes_now;    /* payload bytes buffered for them */
-	uint64_t unexpected_bytes_max;    /* high-water mark of that */
+	/* point-to-point messages (xp_isend, any communicator) waiting in the
+	 * unexpected queue for a receive the program has not posted yet; not
+	 * the messages of collectives or of xp_oob_*, which the library
+	 * receives itself and which a faster peer may send at any time */
+	uint64_t unexpected_now;
+	/* payload bytes buffered for every early message, those of
+	 * collectives and xp_oob_* too: this is the memory they hold */
+	uint64_t unexpected_bytes_now;
+	uint64_t unexpected_bytes_max; /* high-water mark of that */
 	uint64_t
 		pool_bytes; /* bytes the pool maps now: classes + large buffers, <= pool_max_bytes */
 	uint64_t pool_bufs_in_use; /* pooled buffers taken, also those transports keep posted */

@@ -260,6 +260,13 @@ static inline uint32_t xpi_comm_coll_id(const xp_comm_t *c)
 	return c->id + 1;
 }
 
+/* Whether a message's communicator id is a collective tag space: the
+ * program's ids are even, each one's collectives use the odd one above. */
+static inline bool xpi_comm_id_is_coll(uint32_t id)
+{
+	return (id & 1) != 0;
+}
+
 struct xpi_tl_slot {
 	const struct xpi_tl_ops *ops;
 	void *tl;
