@@ -61,7 +61,10 @@ if [ "$mode" = tap ]; then
 		kill -0 "$dpid" 2>/dev/null || break
 		sleep 0.05
 	done
-	if kill -0 "$dpid" 2>/dev/null && ! ip -n "$a" addr show dev "xpt$$" | grep -q 10.79.1.2; then
+	# A tap that is gone went with the DPDK side's exit (kill -0 still
+	# succeeds on it until it is reaped): its exit status is the verdict.
+	if kill -0 "$dpid" 2>/dev/null && addrs=$(ip -n "$a" addr show dev "xpt$$" 2>/dev/null) &&
+		! grep -q 10.79.1.2 <<<"$addrs"; then
 		echo "could not give the tap interface its address"
 		exit 1
 	fi
