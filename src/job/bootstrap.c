@@ -2,6 +2,7 @@
 /* Forming a job from the launcher's environment or a unique id; see bootstrap.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -64,7 +65,10 @@ struct xpi_boot {
 	struct sockaddr_storage local;
 	socklen_t local_len;
 	uint32_t seq; /* control operations started */
-	int broken;   /* 0, or the code every further operation returns */
+	/* The job formed through PMIx (pmix.h): its control operations go
+	 * through the launcher's servers, and there is no star. */
+	bool via_pmix;
+	int broken; /* 0, or the code every further operation returns */
 	char broken_text[TEXT_MAX];
 };
 
@@ -578,6 +582,10 @@ static void warn_no_key(int lfd)
 struct service_job {
 	const char *name; /* the launcher, for the log line "job formed" */
 	char from[200];   /* where the address came from */
+	/* PMIx: the job's control operations go through it (pmix.h), with
+	 * the nonce rank 0 drew to name the job. */
+	bool pmix;
+	uint8_t nonce[XPI_PMIX_NONCE_LEN];
 };
 
 /* PMIx (pmix.h): 0 with @po's rank and size, NO_SERVICE if not for this
@@ -593,7 +601,7 @@ static int job_from_pmix(int timeout, struct xpi_boot_opts *po, struct xp_unique
 		return NO_SERVICE;
 	}
 	struct xpi_pmix_job pj = { 0 };
-	int rc = xpi_pmix_job(timeout, &pj, id);
+	int rc = xpi_pmix_job(timeout, &pj, id, sj->nonce);
 	if (rc == 1)
 		return XPI_BOOT_SINGLETON;
 	if (rc < 0)
@@ -601,8 +609,10 @@ static int job_from_pmix(int timeout, struct xpi_boot_opts *po, struct xp_unique
 	po->rank = pj.rank;
 	po->size = pj.size;
 	sj->name = "PMIx";
+	sj->pmix = true;
 	snprintf(sj->from, sizeof(sj->from),
-		 "rank 0's id through PMIx (host %.64s, local rank %d of %d)",
+		 "PMIx, which carries the job's control operations (host %.64s, local rank %d of "
+		 "%d)",
 		 pj.host[0] != '\0' ? pj.host : "?", pj.local_rank, pj.local_size);
 	return 0;
 }
@@ -663,6 +673,40 @@ static int launch_from_service(const struct xpi_boot_opts *o, struct xpi_boot_op
 	return 0;
 }
 
+/*
+ * The address a rank of a job formed through PMIx publishes for its
+ * listeners: XP_SOCKET_IFNAME's, else the one it would reach rank 0's id
+ * address from (the kernel's route to it, asked by connecting a datagram
+ * socket, which sends nothing), as on the star it is the local address of
+ * its connection to rank 0. Rank 0 routes to itself: its own address.
+ */
+static int pmix_local_addr(struct xpi_boot *b, const struct xpi_launch *e, const char *ifname)
+{
+	if (ifname != NULL)
+		return iface_addr(b, ifname);
+	struct addrinfo hints = { .ai_socktype = SOCK_DGRAM,
+				  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+	struct addrinfo *ai = NULL;
+	int gai = getaddrinfo(e->host, e->port, &hints, &ai);
+	if (gai != 0)
+		return fail(-EINVAL, "rank %d: rank 0's address %s: %s", b->rank, e->addr,
+			    gai_strerror(gai));
+	int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int rc = fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 ? -errno : 0;
+	freeaddrinfo(ai);
+	struct sockaddr_storage ss = { 0 };
+	socklen_t len = sizeof(ss);
+	if (rc == 0 && getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
+		return fail(rc, "rank %d: no route to rank 0's address %s: %s", b->rank, e->addr,
+			    errtext(rc));
+	store_local(b, &ss, len);
+	return 0;
+}
+
 int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out)
 {
 	struct xpi_launch e;
@@ -678,8 +722,11 @@ int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out)
 	else if (rc != NO_SERVICE)
 		return rc; /* XPI_BOOT_SINGLETON or an error */
 	rc = o->explicit_job ? launch_from_id(o, &e, key) : launch_from_env(&e);
-	if (rc != 0)
+	if (rc != 0) {
+		if (sj.pmix)
+			xpi_pmix_leave(true, xp_error_detail(), o->timeout_ms);
 		return rc; /* XPI_BOOT_SINGLETON or -EINVAL */
+	}
 	if (o == &po) {
 		e.launcher = sj.name;
 		snprintf(e.addr_from, sizeof(e.addr_from), "%s", sj.from);
@@ -688,11 +735,14 @@ int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out)
 	struct xpi_boot *b = calloc(1, sizeof(*b));
 	if (b == NULL) {
 		rc = -ENOMEM;
+		if (sj.pmix)
+			xpi_pmix_leave(true, "out of memory", o->timeout_ms);
 		goto fail_fd;
 	}
 	b->rank = e.rank;
 	b->size = e.size;
 	b->root_fd = -1;
+	b->via_pmix = sj.pmix; /* from here its destroy leaves PMIx */
 	b->timeout_ms = o->boot_timeout_ms > 0 ? o->boot_timeout_ms : o->timeout_ms;
 	snprintf(b->addr, sizeof(b->addr), "%s", e.addr);
 	rc = 0;
@@ -707,12 +757,19 @@ int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out)
 	} else {
 		rc = xpi_auth_key_from_string(o->job_key != NULL ? o->job_key : "", b->key);
 	}
-	if (rc == 0)
+	if (rc == 0 && !b->via_pmix)
 		rc = boot_alloc(b);
 	if (rc == 0)
 		rc = boot_bind(b, &e);
 	if (rc < 0)
 		goto fail;
+	if (b->via_pmix) {
+		memcpy(b->job_nonce, sj.nonce, sizeof(b->job_nonce));
+		rc = pmix_local_addr(b, &e, o->socket_ifname);
+		if (rc < 0)
+			goto fail;
+		goto formed;
+	}
 
 	/* A wrong interface name fails before anyone waits for this rank. */
 	const char *ifname = o->socket_ifname;
@@ -744,9 +801,16 @@ int xpi_boot_create(const struct xpi_boot_opts *o, struct xpi_boot **out)
 		if (rc < 0)
 			goto fail;
 	}
+formed:
 	xpi_auth_job_id((struct xpi_auth_bind){ b->bind, b->bind_len }, b->job_nonce, b->job_id);
-	xpi_log(XPI_LOG_INFO, "rank %d of %d: job formed (launcher %s, rendezvous %s from %s)",
-		b->rank, b->size, e.launcher, e.addr, e.addr_from);
+	if (b->via_pmix)
+		xpi_log(XPI_LOG_INFO,
+			"rank %d of %d: job formed (launcher PMIx, no rendezvous socket: %s)",
+			b->rank, b->size, e.addr_from);
+	else
+		xpi_log(XPI_LOG_INFO,
+			"rank %d of %d: job formed (launcher %s, rendezvous %s from %s)", b->rank,
+			b->size, e.launcher, e.addr, e.addr_from);
 	*out = b;
 	return 0;
 fail:
@@ -1087,6 +1151,15 @@ int xpi_boot_allgather(struct xpi_boot *b, const void *mine, size_t len, void *a
 		return b->broken;
 	}
 	b->seq++;
+	if (b->via_pmix) {
+		int rc =
+			xpi_pmix_allgather(b->seq, b->rank, b->size, mine, len, all, b->timeout_ms);
+		if (rc < 0) {
+			b->broken = rc;
+			snprintf(b->broken_text, sizeof(b->broken_text), "%s", xp_error_detail());
+		}
+		return rc;
+	}
 	int64_t deadline = xpi_deadline_in(b->timeout_ms);
 	if (b->rank == 0)
 		return root_allgather(b, mine, len, all, deadline);
@@ -1141,6 +1214,12 @@ void xpi_boot_destroy(struct xpi_boot *b)
 {
 	if (b == NULL)
 		return;
+	/* Through PMIx a rank that leaves while others may still be forming
+	 * the job says why in one last fence (pmix.h); the thread's detail
+	 * is the failure that made it leave. A job that formed leaves with
+	 * every rank at the same point, and nobody reads it. */
+	if (b->via_pmix)
+		xpi_pmix_leave(b->broken == 0, xp_error_detail(), b->timeout_ms);
 	if (b->rank == 0 && b->broken != 0 && b->fds != NULL)
 		root_drain_after_abort(b);
 	if (b->root_fd >= 0)

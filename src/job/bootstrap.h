@@ -13,6 +13,11 @@
  * context's keep_boot: DPDK's ranks close their ports in turn between two
  * bootstrap barriers).
  *
+ * Under a launcher's PMIx server the channel is PMIx instead (pmix.h):
+ * each control operation is a put, a fence that collects and local gets,
+ * and there is no star and no rendezvous socket. The functions below
+ * behave the same either way.
+ *
  * What the job is (struct xpi_boot_opts) comes either from the launcher's
  * environment or from the program (xp_init_rank: a rank, a size and a
  * unique id, unique_id.h).

@@ -492,8 +492,11 @@ static int refuse_settings(int rc, const struct xpi_boot_opts *o)
 	leave.quiet = true; /* no warning about the key: the refusal is the news */
 	leave.require_key = false;
 	struct xpi_boot *boot = NULL;
-	if (xpi_boot_create(&leave, &boot) == 0)
+	if (xpi_boot_create(&leave, &boot) == 0) {
+		/* Through PMIx the reason goes with it (pmix.h). */
+		xpi_set_thread_detail(detail);
 		xpi_boot_destroy(boot);
+	}
 	xpi_set_thread_detail(detail);
 	return rc;
 }

@@ -8,9 +8,18 @@
 # over loopback (XP_SOCKET_IFNAME=lo). One case per run:
 #
 #   srun-none srun-pmi2 srun-pmix   srun -n 4 --mpi=X: a job of 4, no address
+#                 (pmix: every control operation through PMIx)
 #   sbatch        a batch script: a step of 4, then two steps of 2 side by side
-#   mpirun        mpirun -np 4, no xport variable: formed through PMIx, so
-#                 no warning about a missing key
+#   mpirun        mpirun -np 4, no xport variable: formed through PMIx (no
+#                 warning about a missing key), every control operation
+#                 through PMIx, with no rendezvous socket
+#   pmix-control srun-pmix-control  boot_check under mpirun -np 4 (srun
+#                 -n 4 --mpi=pmix): the control channel through PMIx alone
+#                 (allgathers checked slot by slot, a barrier, lengths that
+#                 differ refused on every rank)
+#   pmix-rank-leaves srun-pmix-rank-leaves  mpirun -np 4 (srun) where rank 2
+#                 refuses its settings while the job forms: the others fail
+#                 at once, naming rank 2 and its reason (which PMIx carried)
 #   salloc-mpirun mpirun -np 4 inside salloc -n 4: no "launchers disagree"
 #   torchrun-adjacent  two torchrun jobs at once on master ports P and P+1
 #   collide-none collide-pmi2 collide-pmix  steps 0 and 20 of one job side
@@ -30,6 +39,7 @@ set -uo pipefail
 case_=$1 job_check=$2 py=${3:-} pypath=${4:-} torch_why=${5:-}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tmp=$(mktemp -d)
+boot_check=$(dirname "$job_check")/boot_check
 trap 'rm -rf "$tmp"' EXIT
 
 export XP_SOCKET_IFNAME=lo XP_BOOT_TIMEOUT_MS=30000
@@ -91,11 +101,13 @@ run() { # timeout-seconds command...: output in $tmp/out
 case $case_ in
 srun-none | srun-pmi2 | srun-pmix)
 	need_slurm
-	run 60 srun -n 4 --mpi="${case_#srun-}" "$job_check" 4 || fail "srun failed"
+	XP_LOG_LEVEL=info run 60 srun -n 4 --mpi="${case_#srun-}" "$job_check" 4 || fail "srun failed"
 	expect_ok 4 "$tmp/out"
 	if [[ $case_ == srun-pmix ]]; then
 		# PMIx's key: nobody set one, and nobody is warned.
 		grep -q "XP_JOB_KEY is not set" "$tmp/out" && fail "PMIx gave no key"
+		[[ $(grep -c "job formed (launcher PMIx, no rendezvous socket" "$tmp/out") == 4 ]] ||
+			fail "not every rank formed the job through PMIx alone"
 	fi
 	;;
 sbatch)
@@ -118,9 +130,49 @@ SCRIPT
 	;;
 mpirun)
 	need_mpirun
-	run 60 mpirun -np 4 --oversubscribe "$job_check" 4 || fail "mpirun failed"
+	run 60 mpirun -np 4 --oversubscribe -x XP_LOG_LEVEL=info "$job_check" 4 || fail "mpirun failed"
 	expect_ok 4 "$tmp/out"
 	grep -q "XP_JOB_KEY is not set" "$tmp/out" && fail "not formed through PMIx (a key warning)"
+	[[ $(grep -c "job formed (launcher PMIx, no rendezvous socket" "$tmp/out") == 4 ]] ||
+		fail "not every rank formed the job through PMIx alone"
+	;;
+pmix-control | srun-pmix-control)
+	if [[ $case_ == srun-* ]]; then
+		need_slurm
+		launch=(env XP_LOG_LEVEL=info srun -n 4 --mpi=pmix)
+	else
+		need_mpirun
+		launch=(mpirun -np 4 --oversubscribe -x XP_LOG_LEVEL=info)
+	fi
+	run 60 "${launch[@]}" "$boot_check" 4 mismatch || fail "the launcher failed"
+	expect_ok 4 "$tmp/out" boot_check
+	[[ $(grep -c "job formed (launcher PMIx, no rendezvous socket" "$tmp/out") == 4 ]] ||
+		fail "not every rank formed the job through PMIx alone"
+	[[ $(grep -c "^boot_check: rank [0-3]: refused: .*contributed" "$tmp/out") == 4 ]] ||
+		fail "not every rank refused the lengths that differ"
+	;;
+pmix-rank-leaves | srun-pmix-rank-leaves)
+	if [[ $case_ == srun-* ]]; then
+		need_slurm
+		launch=(srun -n 4 --mpi=pmix)
+		rank_var=SLURM_PROCID
+	else
+		need_mpirun
+		launch=(mpirun -np 4 --oversubscribe)
+		rank_var=OMPI_COMM_WORLD_RANK
+	fi
+	start=$SECONDS
+	# Rank 2's exit is held back 3 s: mpirun stops the job when a rank
+	# fails, and the others must have said what they saw first.
+	# shellcheck disable=SC2016 # expanded by each rank's bash
+	run 60 "${launch[@]}" bash -c \
+		'if [[ ${!1} == 2 ]]; then XP_TRANSPORTS=bogus "$0" 4; rc=$?; sleep 3; exit $rc; fi; exec "$0" 4' \
+		"$job_check" "$rank_var" && fail "the job formed without rank 2"
+	((SECONDS - start <= 15)) || fail "took $((SECONDS - start)) s to fail (boot timeout 30 s)"
+	grep -q "^job_check: xp_init: .*XP_TRANSPORTS=bogus is not accepted" "$tmp/out" ||
+		fail "rank 2 did not say why"
+	[[ $(grep -c "^job_check: xp_init: .*rank 2 left the job: XP_TRANSPORTS=bogus" "$tmp/out") == 3 ]] ||
+		fail "not every other rank failed naming rank 2 and its reason"
 	;;
 salloc-mpirun)
 	need_mpirun
