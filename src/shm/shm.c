@@ -49,7 +49,10 @@ void *xpi_shm_coll_area(void *tl, int rank, unsigned channel)
 	xp_context_t *ctx = s->ctx;
 	if (channel >= XPI_COLL_CHANNELS || rank < 0 || rank >= ctx->size)
 		return NULL;
-	/* A dead peer's segment stays mapped: its area reads as it was left. */
+	/* A dead peer's segment stays mapped: its area reads as it was left.
+	 * A peer's is mapped on the collectives' first need of it. */
+	if (rank != ctx->rank && xpi_shm_ensure(s, rank) < 0)
+		return NULL;
 	struct shm_seg *seg = rank == ctx->rank ? s->mine : s->peers[rank].seg;
 	if (seg == NULL)
 		return NULL;
@@ -138,7 +141,7 @@ static int shm_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, cons
 	struct shm_peer *p = &s->peers[peer];
 	if (h->len > SHM_INLINE_MAX)
 		return -ENOBUFS; /* rendezvous */
-	if (p->dead)
+	if (p->dead || xpi_unlikely(xpi_shm_ensure(s, peer) < 0))
 		return -ECONNRESET;
 	/* Credit first: a claim of FIFO slots cannot be taken back. */
 	if (!spend_credit(s, peer, h->len))
@@ -191,7 +194,7 @@ static int shm_rndv_offer(void *tlp, int peer, xp_request_t *sreq, const struct 
 {
 	(void)reg;
 	struct xpi_shm *s = tlp;
-	if (s->peers[peer].dead)
+	if (s->peers[peer].dead || xpi_shm_ensure(s, peer) < 0)
 		return -ECONNRESET;
 	if (s->nfree == 0)
 		return -EAGAIN; /* every state word is in use: wait for one */
@@ -210,7 +213,7 @@ static int shm_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_req
 	(void)reg;
 	struct xpi_shm *s = tlp;
 	struct shm_peer *p = &s->peers[peer];
-	if (p->dead)
+	if (p->dead || xpi_shm_ensure(s, peer) < 0)
 		return -ECONNRESET;
 	if (s->nfree == 0)
 		return -EAGAIN; /* every state word is in use: wait for one */
@@ -392,7 +395,8 @@ static int shm_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 		for (unsigned i = 0; i < sizeof(w); i++)
 			w |= (uint64_t)d[i] << (8 * i);
 	}
-	if (p->dead)
+	/* Announced on another lane, its sender may not be connected here. */
+	if (p->dead || xpi_shm_ensure(s, src) < 0)
 		return -ECONNRESET;
 	/* Cross-memory attach pins the sender's pages, which memory mapped
 	 * with VM_PFNMAP (a dmabuf's, a device's) refuses although the CPU can
@@ -628,7 +632,7 @@ static void fifo_malformed(struct xpi_shm *s, int src, const char *why)
 static int slot_sender(struct xpi_shm *s, const struct xpi_slot *slot)
 {
 	int src = slot->src[0] | slot->src[1] << 8 | slot->src[2] << 16;
-	if (src >= s->ctx->size || src == s->ctx->rank || s->peers[src].seg == NULL)
+	if (src >= s->ctx->size || src == s->ctx->rank || !s->peers[src].agreed)
 		return -1;
 	return src;
 }
@@ -666,7 +670,7 @@ static int poll_fifo(struct xpi_shm *s)
 			continue;
 		}
 		int src = sm.src;
-		if (src >= s->ctx->size || src == s->ctx->rank || s->peers[src].seg == NULL) {
+		if (src >= s->ctx->size || src == s->ctx->rank || !s->peers[src].agreed) {
 			xpi_log(XPI_LOG_WARN,
 				"rank %d: dropped a message in shared memory naming rank %d, "
 				"which is no peer of ours there",
@@ -674,7 +678,9 @@ static int poll_fifo(struct xpi_shm *s)
 			s->cons_pos += sm.nslots;
 			continue;
 		}
-		if (s->peers[src].dead) {
+		/* Its first message here: we serve it from now on (its
+		 * credit, our chunks, our bell for it need its segment). */
+		if (s->peers[src].dead || xpi_shm_ensure(s, src) < 0) {
 			s->cons_pos += sm.nslots;
 			continue;
 		}
@@ -762,9 +768,19 @@ static void step_over_dead_claim(struct xpi_shm *s, int64_t now)
 	}
 	if (now - s->stuck_since_ns < 1000000000)
 		return;
-	for (int i = 0; i < s->npolled; i++) {
-		int q = s->polled[i];
-		if (!s->peers[q].dead)
+	/* A sender we never served (it died before its first message was
+	 * out) is lost now if its process is gone. */
+	for (int q = 0; q < s->ctx->size; q++) {
+		struct shm_peer *pr = &s->peers[q];
+		uint64_t note = pr->agreed && pr->seg == NULL && !pr->dead ?
+					atomic_load_explicit(&s->mine->lanes[q].note,
+							     memory_order_relaxed) :
+					0;
+		if (note != 0 && (uint32_t)note == s->cons_pos && xpi_shm_pid_gone(pr->pid))
+			xpi_shm_peer_died(s, q, "exited or died (its process is gone)");
+	}
+	for (int q = 0; q < s->ctx->size; q++) {
+		if (!s->peers[q].dead || !s->peers[q].agreed)
 			continue;
 		uint64_t note = atomic_load_explicit(&s->mine->lanes[q].note, memory_order_relaxed);
 		uint32_t nslots = (uint32_t)(note >> 32);
@@ -856,6 +872,19 @@ static void check_liveness(struct xpi_shm *s)
 	}
 }
 
+/* The peers whose segment could not be mapped on first need
+ * (xpi_shm_connect) are lost to the engine, from progress: the send that
+ * found it may not re-enter the engine. */
+static void tell_unreachable(struct xpi_shm *s)
+{
+	s->unreachable_news = false;
+	for (int p = 0; p < s->ctx->size; p++) {
+		struct shm_peer *pr = &s->peers[p];
+		if (pr->unreachable && !pr->dead)
+			xpi_engine_peer_failed(s->ctx, p, -ECONNRESET, pr->lost_why);
+	}
+}
+
 /* At most every 100 ms, wherever it is called from: a waiter that sleeps on
  * another transport, or a program that only polls, must notice too. */
 static void maybe_check_liveness(struct xpi_shm *s)
@@ -863,8 +892,9 @@ static void maybe_check_liveness(struct xpi_shm *s)
 	int64_t now = xpi_now_ns();
 	if (now >= s->next_liveness_ns) {
 		check_liveness(s);
-		if (s->ctx->nfailed != 0)
-			step_over_dead_claim(s, now);
+		/* Also with no loss known yet: the sender of a hole may be
+		 * one this rank never served, whose death it has not seen. */
+		step_over_dead_claim(s, now);
 		s->next_liveness_ns = now + 100000000;
 	}
 }
@@ -884,6 +914,8 @@ static inline void return_credit(struct xpi_shm *s)
 static int shm_progress(void *tlp)
 {
 	struct xpi_shm *s = tlp;
+	if (xpi_unlikely(s->unreachable_news))
+		tell_unreachable(s);
 	if ((++s->polls & 1023) == 0)
 		maybe_check_liveness(s); /* a clock read every 1024 calls */
 	int n = 0;
@@ -1001,6 +1033,20 @@ static bool shm_tx_pending(void *tlp)
 	return false; /* a message is in the peer's FIFO once sent */
 }
 
+/* A receive names @peer (transport.h): connect now, so that its death is
+ * seen as the receive waits, and one that died already fails it at once. */
+static void shm_peer_wanted(void *tlp, int peer)
+{
+	struct xpi_shm *s = tlp;
+	struct shm_peer *p = &s->peers[peer];
+	if (p->dead || !p->agreed)
+		return;
+	if (xpi_shm_ensure(s, peer) < 0)
+		tell_unreachable(s);
+	else if (xpi_shm_pid_gone(p->pid))
+		xpi_shm_peer_died(s, peer, "exited or died (its process is gone)");
+}
+
 const struct xpi_tl_ops xpi_shm_ops = {
 	.name = "shm",
 	/* Inside the FIFO an eager message needs no handshake; past 4 KiB the
@@ -1017,6 +1063,7 @@ const struct xpi_tl_ops xpi_shm_ops = {
 	.rndv_abort = shm_rndv_abort,
 	.msg_release = shm_msg_release,
 	.peer_lost = shm_peer_lost,
+	.peer_wanted = shm_peer_wanted,
 	.progress = shm_progress,
 	.sleep_prepare = shm_sleep_prepare,
 	.sleep_done = shm_sleep_done,

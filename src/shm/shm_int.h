@@ -138,11 +138,22 @@ struct shm_rx {
 };
 
 struct shm_peer {
-	struct shm_seg *seg; /* the peer's segment, mapped */
+	/* Both sides could map each other's segment when the job formed
+	 * (xpi_shm_attach): the pair uses shared memory. The mapping, the
+	 * doorbell and the pidfd are made on the pair's first need
+	 * (xpi_shm_connect): a message either way, a collective's area. */
+	bool agreed;
+	/* Mapping it on first need failed (its process gone, its segment
+	 * removed): the engine hears of it from progress (shm.c), since a
+	 * send may not re-enter the engine. */
+	bool unreachable;
+	char lost_why[160];  /* why, for the engine */
+	struct shm_seg *seg; /* the peer's segment, mapped; NULL until connected */
 	size_t seg_len;
 	pid_t pid;
-	int pidfd;   /* readable once the peer's process has ended; -1 if none */
-	int bell_fd; /* its doorbell FIFO, for writing; -1 if none */
+	uint64_t probe, probe_val; /* its card's word for the cross-memory test */
+	int pidfd;                 /* readable once the peer's process has ended; -1 if none */
+	int bell_fd;               /* its doorbell FIFO, for writing; -1 if none */
 	bool dead;
 	bool cma;             /* we may read its memory with process_vm_readv */
 	bool active;          /* in xpi_shm.active: a rendezvous with it under way */
@@ -174,9 +185,10 @@ struct xpi_shm {
 	struct pollfd *pidfds; /* scratch: the live peers' pidfds, for one poll */
 	size_t seg_len;
 	struct shm_peer *peers;
-	int *polled; /* the peers we serve */
+	int *polled; /* the peers connected (seg mapped), which we serve */
 	int npolled;
-	int *active; /* the peers with a rendezvous under way, either way */
+	bool unreachable_news; /* some peer's unreachable not yet told the engine */
+	int *active;           /* the peers with a rendezvous under way, either way */
 	int nactive;
 	/* Reading our FIFO: how far, and how far we told the senders. */
 	uint32_t cons_pos, cons_published;
@@ -208,6 +220,21 @@ struct xpi_shm {
 };
 
 size_t xpi_shm_seg_size(int nranks);
+/* Whether @pid's process has ended, also if it is a zombie not yet reaped
+ * (kill(pid, 0) still succeeds then; its pidfd is readable). */
+bool xpi_shm_pid_gone(pid_t pid);
+/*
+ * Maps agreed peer @peer's segment, opens its doorbell and a pidfd, and
+ * starts serving it (shm_setup.c). 0 (also if connected already),
+ * -ENOTCONN if the pair does not use shared memory, or another negative
+ * errno with the reason logged; then the peer is marked unreachable.
+ */
+int xpi_shm_connect(struct xpi_shm *s, int peer);
+/* xpi_shm_connect for a peer not yet connected; inline for the hot paths. */
+static inline int xpi_shm_ensure(struct xpi_shm *s, int peer)
+{
+	return s->peers[peer].seg != NULL ? 0 : xpi_shm_connect(s, peer);
+}
 /* Rings @p's doorbell if it sleeps (shm.c). */
 void xpi_shm_notify(struct shm_peer *p);
 void xpi_shm_peer_died(struct xpi_shm *s, int peer, const char *why);

@@ -23,6 +23,38 @@
 #include "shm.h"
 #include "shm_int.h"
 
+static void seg_name(char *out, size_t len, pid_t pid, int rank);
+
+/* Removes the names of @rank's segment and doorbell, made by @pid. */
+static void unlink_names(pid_t pid, int rank)
+{
+	char name[96];
+	seg_name(name, sizeof(name), pid, rank);
+	shm_unlink(name);
+	xpi_shm_bell_path(name, sizeof(name), pid, rank);
+	unlink(name);
+}
+
+bool xpi_shm_pid_gone(pid_t pid)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return errno == ESRCH;
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	bool ended = poll(&pf, 1, 0) > 0;
+	close(fd);
+	return ended;
+}
+
+/* The names of agreed peers whose process is gone: removed by a survivor
+ * (a dead rank cannot), not left for the next job's sweep_stale. */
+static void sweep_dead_peers(struct xpi_shm *s)
+{
+	for (int p = 0; s->peers != NULL && p < s->ctx->size; p++)
+		if (s->peers[p].agreed && s->peers[p].pid > 0 && xpi_shm_pid_gone(s->peers[p].pid))
+			unlink_names(s->peers[p].pid, p);
+}
+
 void xpi_shm_destroy(void *tlp)
 {
 	struct xpi_shm *s = tlp;
@@ -48,8 +80,13 @@ void xpi_shm_destroy(void *tlp)
 		if (s->peers[p].bell_fd >= 0)
 			close(s->peers[p].bell_fd);
 	}
-	if (s->mine != NULL)
+	if (s->mine != NULL) {
 		munmap(s->mine, s->seg_len);
+		/* The names lived while the job ran, for peers that connect
+		 * on first need; a peer connected already keeps its mapping. */
+		unlink_names(getpid(), s->ctx->rank);
+		sweep_dead_peers(s);
+	}
 	if (s->bell_fd >= 0)
 		close(s->bell_fd);
 	free(s->pidfds);
@@ -135,11 +172,114 @@ static volatile uint64_t probe_word;
 
 /* True if this process may read @c's memory (ptrace rights): then large
  * payloads from it can be read directly. */
-static bool can_read(const struct shm_card *c)
+static bool can_read(const struct shm_peer *p)
 {
 	uint64_t v = 0;
-	struct iovec l = { &v, sizeof(v) }, r = { (void *)(uintptr_t)c->probe, sizeof(v) };
-	return process_vm_readv(c->pid, &l, 1, &r, 1, 0) == (ssize_t)sizeof(v) && v == c->probe_val;
+	struct iovec l = { &v, sizeof(v) }, r = { (void *)(uintptr_t)p->probe, sizeof(v) };
+	return process_vm_readv(p->pid, &l, 1, &r, 1, 0) == (ssize_t)sizeof(v) && v == p->probe_val;
+}
+
+/* Whether a segment's header is ours, for a job of @n ranks: NULL, or why
+ * not. */
+static const char *seg_header_why(const struct shm_seg *h, int n)
+{
+	if (h->magic != SEG_MAGIC || h->version != SEG_VERSION || h->nranks != (uint32_t)n)
+		return "its segment is not ours";
+	return NULL;
+}
+
+/*
+ * Whether this rank can use @rank's segment (made by @pid, @len bytes)
+ * and ring its doorbell: each opened and checked, then closed, so that
+ * nothing is held for a peer this rank may never talk to. NULL, or why
+ * not (the pair then goes over another transport).
+ */
+static const char *probe_peer(pid_t pid, int rank, int n, size_t len)
+{
+	char name[96];
+	seg_name(name, sizeof(name), pid, rank);
+	int fd = shm_open(name, O_RDWR, 0600);
+	if (fd < 0)
+		return "cannot open its segment";
+	struct stat st;
+	struct shm_seg h;
+	const char *why = NULL;
+	if (fstat(fd, &st) < 0 || (size_t)st.st_size < len)
+		why = "its segment has not its size";
+	else if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+		why = "cannot read its segment";
+	else
+		why = seg_header_why(&h, n);
+	close(fd);
+	if (why != NULL)
+		return why;
+	/* Read and write, though we only write: see xpi_shm_connect. */
+	xpi_shm_bell_path(name, sizeof(name), pid, rank);
+	fd = open(name, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return "cannot open its doorbell";
+	close(fd);
+	return NULL;
+}
+
+int xpi_shm_connect(struct xpi_shm *s, int peer)
+{
+	struct shm_peer *p = &s->peers[peer];
+	if (p->seg != NULL)
+		return 0;
+	if (!p->agreed || p->unreachable)
+		return -ENOTCONN;
+	char name[96], bell[96];
+	const char *why = NULL;
+	int err = 0;
+	seg_name(name, sizeof(name), p->pid, peer);
+	struct shm_seg *seg = map_seg(name, s->seg_len, false);
+	err = errno;
+	if (seg == NULL)
+		why = "cannot map its segment";
+	else if ((why = seg_header_why(seg, s->ctx->size)) != NULL)
+		err = EPROTO;
+	int bell_fd = -1;
+	if (why == NULL) {
+		/* Read and write, though we only write: a FIFO with no reader
+		 * left (its peer killed) raises SIGPIPE in a writer, and
+		 * write(2) has no MSG_NOSIGNAL. As a reader ourselves the ring
+		 * of a dead peer's bell only fills the FIFO, then EAGAIN
+		 * (fifo(7), pipe(7)). */
+		xpi_shm_bell_path(bell, sizeof(bell), p->pid, peer);
+		bell_fd = open(bell, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+		if (bell_fd < 0) {
+			err = errno;
+			why = "cannot open its doorbell";
+		}
+	}
+	if (why != NULL) {
+		if (seg != NULL)
+			munmap(seg, s->seg_len);
+		/* Its names go with it (xpi_shm_destroy): most likely it is
+		 * gone, which the engine then hears as such. */
+		bool gone = kill(p->pid, 0) < 0 && errno == ESRCH;
+		if (gone)
+			snprintf(p->lost_why, sizeof(p->lost_why),
+				 "exited or died (its process is gone) before this rank first "
+				 "reached it over shared memory");
+		else
+			snprintf(p->lost_why, sizeof(p->lost_why),
+				 "shared memory with it unusable on first use (%s: %s)", why,
+				 strerror(err));
+		p->unreachable = true;
+		s->unreachable_news = true;
+		return gone ? -ECONNRESET : -EIO;
+	}
+	p->seg = seg;
+	p->seg_len = s->seg_len;
+	p->bell_fd = bell_fd;
+	p->cma = can_read(p);
+	/* A pidfd turns readable when the process ends, also while it is a
+	 * zombie nobody reaped yet (kill(pid, 0) still succeeds then). */
+	p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	s->polled[s->npolled++] = peer;
+	return 0;
 }
 
 int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want, uint8_t *ok)
@@ -209,45 +349,21 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	rc = xpi_boot_allgather(boot, &mine, sizeof(mine), cards);
 	if (rc < 0)
 		goto unlink;
-	/* Map the segments of the peers both sides want. */
+	/* Whether we could map the segments of the peers both sides want:
+	 * opened, sized and read here, then closed; the mapping is made on
+	 * the pair's first need (xpi_shm_connect). */
 	for (int p = 0; p < n; p++) {
 		if (p == me || !want[p] || !mine.ok || !cards[p].ok)
 			continue;
-		seg_name(name, sizeof(name), cards[p].pid, p);
-		struct shm_seg *seg = map_seg(name, s->seg_len, false);
-		if (seg == NULL || seg->magic != SEG_MAGIC || seg->version != SEG_VERSION ||
-		    seg->nranks != (uint32_t)n) {
+		const char *why = probe_peer(cards[p].pid, p, n, s->seg_len);
+		if (why != NULL) {
 			xpi_log(XPI_LOG_WARN, "rank %d: shared memory with rank %d unusable (%s)",
-				me, p,
-				seg == NULL ? "cannot map its segment" : "its segment is not ours");
-			if (seg != NULL)
-				munmap(seg, s->seg_len);
+				me, p, why);
 			continue;
 		}
-		char bell[96];
-		xpi_shm_bell_path(bell, sizeof(bell), cards[p].pid, p);
-		/* Read and write, though we only write: a FIFO with no reader
-		 * left (its peer killed) raises SIGPIPE in a writer, and
-		 * write(2) has no MSG_NOSIGNAL. As a reader ourselves the ring
-		 * of a dead peer's bell only fills the FIFO, then EAGAIN (fifo(7),
-		 * pipe(7): "If all file descriptors referring to the read end of
-		 * a pipe have been closed, then a write(2) will cause a SIGPIPE"). */
-		int bell_fd = open(bell, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-		if (bell_fd < 0) {
-			xpi_log(XPI_LOG_WARN,
-				"rank %d: shared memory with rank %d unusable (its doorbell %s: %s)",
-				me, p, bell, strerror(errno));
-			munmap(seg, s->seg_len);
-			continue;
-		}
-		s->peers[p].bell_fd = bell_fd;
-		s->peers[p].seg = seg;
-		s->peers[p].seg_len = s->seg_len;
 		s->peers[p].pid = cards[p].pid;
-		s->peers[p].cma = can_read(&cards[p]);
-		/* A pidfd turns readable when the process ends, also while it is
-		 * a zombie nobody reaped yet (kill(pid, 0) still succeeds then). */
-		s->peers[p].pidfd = (int)syscall(SYS_pidfd_open, cards[p].pid, 0);
+		s->peers[p].probe = cards[p].probe;
+		s->peers[p].probe_val = cards[p].probe_val;
 		mine_ok[p] = 1;
 	}
 	/* Both sides must have mapped each other: agree through the bootstrap
@@ -264,31 +380,22 @@ int xpi_shm_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 		free(row);
 	}
 unlink:
-	if (mine.ok) {
-		/* Everyone has mapped what it will (or the job failed): the name
-		 * can go, on every path. */
-		seg_name(name, sizeof(name), getpid(), me);
-		shm_unlink(name);
-		char bell[96];
-		xpi_shm_bell_path(bell, sizeof(bell), getpid(), me);
-		unlink(bell);
-	}
-	if (rc < 0)
+	if (rc < 0) {
+		/* The job failed: nobody will map it. Otherwise the names stay
+		 * until this rank's transport goes (xpi_shm_destroy). */
+		if (mine.ok)
+			unlink_names(getpid(), me);
 		goto out;
+	}
+	int nagreed = 0;
 	for (int p = 0; p < n; p++) {
 		ok[p] = p != me && mine_ok[p] && all_ok[(size_t)p * (size_t)n + (size_t)me];
-		if (!ok[p] && s->peers[p].seg != NULL) {
-			munmap(s->peers[p].seg, s->seg_len);
-			s->peers[p].seg = NULL;
-			close(s->peers[p].bell_fd);
-			s->peers[p].bell_fd = -1;
-		}
-		if (ok[p])
-			s->polled[s->npolled++] = p;
+		s->peers[p].agreed = ok[p];
+		nagreed += ok[p];
 	}
 	for (uint32_t i = 0; i < NRNDV; i++)
 		s->rndv_free[s->nfree++] = NRNDV - 1 - i;
-	if (s->npolled == 0) {
+	if (nagreed == 0) {
 		rc = 0;
 		goto out; /* nothing to serve: no transport */
 	}
