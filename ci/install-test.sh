@@ -118,8 +118,12 @@ run_consumer() {
 	step "build $name: $*"
 	"$@" || fail "building $name"
 	# The loader must pick the staged library, not some other copy.
-	ldd "$work/$name" | grep -q "=> $libdir/libxport.so" ||
-		{ ldd "$work/$name" >&2; fail "$name does not load $so"; }
+	# (ldd's output taken whole first: grep -q stops at the match, and
+	# under pipefail an ldd still writing would fail the pipe.)
+	local deps
+	deps=$(ldd "$work/$name")
+	grep -q "=> $libdir/libxport.so" <<<"$deps" ||
+		{ printf '%s\n' "$deps" >&2; fail "$name does not load $so"; }
 	local out rc=0
 	out=$(timeout 60 "$work/$name" 2>"$work/$name.err") || rc=$?
 	cat "$work/$name.err" >&2
@@ -159,8 +163,9 @@ else
 	grep -q "xport_DIR:PATH=$cmdir" "$cbuild/CMakeCache.txt" ||
 		fail "find_package(xport) did not find the staged package ($(grep xport_DIR "$cbuild/CMakeCache.txt"))"
 	cmake --build "$cbuild" >>"$work/cmake.log" 2>&1 || { cat "$work/cmake.log" >&2; fail "cmake build"; }
-	ldd "$cbuild/app" | grep -q "=> $libdir/libxport.so" ||
-		{ ldd "$cbuild/app" >&2; fail "the CMake consumer does not load $so"; }
+	deps=$(ldd "$cbuild/app")
+	grep -q "=> $libdir/libxport.so" <<<"$deps" ||
+		{ printf '%s\n' "$deps" >&2; fail "the CMake consumer does not load $so"; }
 	out=$(timeout 60 "$cbuild/app") || fail "the CMake consumer failed: $out"
 	[[ $out == "consumer: ok" ]] || fail "the CMake consumer printed '$out'"
 	step "cmake consumer: $out"

@@ -19,7 +19,9 @@ for page in "$@"; do
 		echo "FAIL: $page: $warnings"
 		fail=1
 	fi
-	if ! MANWIDTH=80 man -l "$page" 2>/dev/null | grep -q '^NAME'; then
+	# grep reads it all: with -q it would stop at the match, and under
+	# pipefail a man still writing would fail the pipe.
+	if ! MANWIDTH=80 man -l "$page" 2>/dev/null | grep '^NAME' >/dev/null; then
 		echo "FAIL: $page has no NAME section"
 		fail=1
 	fi

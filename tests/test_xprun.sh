@@ -283,7 +283,7 @@ run -n 2 "$tmp/no-such-program"
 ((rc == 127)) || fail "missing program: status $rc"
 grep -qE "^xprun: rank [01] exited with status 127" "$tmp/err" || fail "no report"
 grep -qE "^\[[01]\] xprun: cannot run " "$tmp/err" || fail "no reason"
-"$xprun" --help | grep -q "usage: xprun" || fail "--help"
+"$xprun" --help | grep "usage: xprun" >/dev/null || fail "--help"
 
 echo "all passed"
 exit 0
