@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,10 +51,20 @@ void *xpi_shm_coll_area(void *tl, int rank, unsigned channel)
 	if (channel >= XPI_COLL_CHANNELS || rank < 0 || rank >= ctx->size)
 		return NULL;
 	/* A dead peer's segment stays mapped: its area reads as it was left.
-	 * A peer's is mapped on the collectives' first need of it. */
-	if (rank != ctx->rank && xpi_shm_ensure(s, rank) < 0)
-		return NULL;
-	struct shm_seg *seg = rank == ctx->rank ? s->mine : s->peers[rank].seg;
+	 * A peer's is mapped on the collectives' first need of it, which the
+	 * program's thread has (a communicator's first allreduce or its
+	 * creation): connecting changes what progress walks, so it is done
+	 * holding the token, asked of a waiter that spins with it as
+	 * xpi_engine_flush does. Never from inside the engine. */
+	struct shm_seg *seg = s->mine;
+	if (rank != ctx->rank) {
+		while (!xpi_owner_try_acquire(ctx)) {
+			atomic_store_explicit(&ctx->token_wanted, 1, memory_order_relaxed);
+			sched_yield();
+		}
+		seg = xpi_shm_ensure(s, rank) == 0 ? s->peers[rank].seg : NULL;
+		xpi_owner_release(ctx);
+	}
 	if (seg == NULL)
 		return NULL;
 	return (uint8_t *)seg + coll_areas_at(ctx->size) + (size_t)channel * XPI_COLL_AREA;
