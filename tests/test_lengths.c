@@ -69,6 +69,42 @@ static void test_wire_lengths(void)
 	}
 }
 
+/* A SIDEBAND frame carries 1 to XPI_SIDEBAND_MAX bytes for a transport
+ * type (comm), and nothing in the fields it does not use. */
+static void test_sideband_lengths(void)
+{
+	struct {
+		uint32_t payload_len, comm;
+		uint64_t tag;
+		int want;
+	} cases[] = {
+		{ 12, 2, 0, 0 },
+		{ XPI_SIDEBAND_MAX, 2, 0, 0 },
+		{ 0, 2, 0, -EPROTO },
+		{ XPI_SIDEBAND_MAX + 1, 2, 0, -EPROTO },
+		{ UINT32_MAX, 2, 0, -EPROTO },
+		{ 12, 0, 0, -EPROTO },
+		{ 12, 256, 0, -EPROTO },
+		{ 12, 2, 1, -EPROTO },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct xpi_frame f = { .type = XPI_FRAME_SIDEBAND,
+				       .payload_len = cases[i].payload_len,
+				       .comm = cases[i].comm,
+				       .tag = cases[i].tag },
+				 out;
+		uint8_t hdr[XPI_FRAME_HDR_LEN];
+		const char *why = NULL;
+		xpi_frame_pack(&f, hdr);
+		T_EQ(xpi_frame_parse(hdr, sizeof(hdr), 1 << 20, &out, &why), cases[i].want);
+		if (cases[i].want == 0)
+			T_CHECK(out.payload_len == cases[i].payload_len &&
+				out.comm == cases[i].comm);
+		else
+			T_CHECK(why != NULL && strstr(why, "sideband") != NULL);
+	}
+}
+
 /* So is a shared-memory announcement of more than XP_MSG_MAX. */
 static void test_slot_lengths(void)
 {
@@ -86,6 +122,7 @@ static void test_slot_lengths(void)
 int main(void)
 {
 	T_RUN(test_wire_lengths);
+	T_RUN(test_sideband_lengths);
 	T_RUN(test_slot_lengths);
 	fprintf(stderr, "-- api lengths\n");
 	return xp_local_run(2, NULL, body, NULL) == 0 ? 0 : 1;

@@ -81,14 +81,7 @@ static int ring_body(int rank, void *arg)
 	/* Everyone has counted before anyone finalizes (whose barrier makes
 	 * the pairs of the out-of-band tree): a token around the ring, twice,
 	 * over the pairs made already. */
-	for (int pass = 0; pass < 2; pass++) {
-		uint8_t token = 0;
-		if (rank != 0)
-			T_OK(xp_recv(w, &token, 1, left, 4, XP_TAG_EXACT, NULL));
-		T_OK(xp_send(w, &token, 1, right, 4));
-		if (rank == 0)
-			T_OK(xp_recv(w, &token, 1, left, 4, XP_TAG_EXACT, NULL));
-	}
+	t_ring_token_twice(w, 4);
 	/* No count from here: ranks that passed the token on may already be
 	 * in xp_finalize, making the tree's pairs with us. */
 	xp_finalize(ctx);

@@ -100,6 +100,27 @@ static inline double t_now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/*
+ * A token sent around the ring of @w's ranks (to the right, from the left)
+ * on @tag, twice: once it returns, every rank has at least started its
+ * first pass, so what each did before it is done everywhere (counting its
+ * connections, say) before any rank goes past the second. Uses only the
+ * pairs with the two neighbours.
+ */
+static inline void t_ring_token_twice(xp_comm_t *w, uint64_t tag)
+{
+	int n = xp_comm_size(w), me = xp_comm_rank(w);
+	int right = (me + 1) % n, left = (me + n - 1) % n;
+	for (int pass = 0; pass < 2; pass++) {
+		uint8_t token = 0;
+		if (me != 0)
+			T_OK(xp_recv(w, &token, 1, left, tag, XP_TAG_EXACT, NULL));
+		T_OK(xp_send(w, &token, 1, right, tag));
+		if (me == 0)
+			T_OK(xp_recv(w, &token, 1, left, tag, XP_TAG_EXACT, NULL));
+	}
+}
+
 /* Open descriptors of this process, not counting the one that lists them. */
 static inline int t_count_fds(void)
 {

@@ -434,13 +434,16 @@ int xp_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t ta
  * Connections: over TCP a pair of ranks connects the first time one sends
  * to the other or posts a receive naming it, not in xp_init; over shared
  * memory a rank maps the peer's segment then (or at the first message it
- * reads from it). A rank learns that a peer died from that pair: a peer
+ * reads from it); over RDMA the two ranks make their queue pairs then,
+ * trading their numbers over the TCP pair that watches the peer (with
+ * XP_RDMA_CM=on, or where no TCP pair can carry them, queue pairs are
+ * still made in xp_init). A rank learns that a peer died from that pair: a peer
  * that died before the two ever talked fails the first send or named
  * receive at once where its host refuses the connection or its process is
  * gone (the same host), or by the deadline where nothing answers; a rank
  * it never talked to is not counted as lost for an XP_ANY_SOURCE receive
- * until then. Over TCP the first message to a peer leaves once both ranks
- * make progress (any waiting call), as with UCX's wire-up.
+ * until then. Over TCP and RDMA the first message to a peer leaves once
+ * both ranks make progress (any waiting call), as with UCX's wire-up.
  *
  * Returns 0 and a request, -EINVAL (bad rank, NULL buffer with cap > 0,
  * @cap > XP_MSG_MAX), -ENOMEM.

@@ -51,6 +51,7 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 	for (int i = 0; i < size; i++) {
 		xpi_dlist_init(&ctx->peers[i].held);
 		xpi_dlist_init(&ctx->peers[i].pending);
+		ctx->peers[i].tl_watch = XPI_NO_TL;
 	}
 	ctx->wake_fd = -1;
 	rc = xpi_match_init(&ctx->match);

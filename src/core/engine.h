@@ -34,6 +34,9 @@ _Static_assert(XPI_INLINE_MAX >= XPI_RNDV_DESC_MAX, "an RTS keeps its descriptor
 /* Transports one rank can have: self, shm, tcp, rdma, dpdk, and room for
  * tests' shims. */
 #define XPI_MAX_TL 8
+/* Transport types (enum xpi_tl_type, src/select/card.h) a sideband
+ * message may name, 0 unused. */
+#define XPI_SIDEBAND_TYPES 8
 /* What one buffered unexpected message costs beyond its payload. */
 #define XPI_UNEXP_OVERHEAD 64
 
@@ -167,7 +170,12 @@ struct xpi_peer {
 	bool finalized;
 	/* A receive named it, and its transports were told (peer_wanted). */
 	bool wanted;
+	/* The transport that only watches it (xpi_select's watch lane), or
+	 * XPI_NO_TL: one a transport of its lanes may ask to carry its
+	 * sideband messages (xpi_engine_sideband_send). */
+	uint8_t tl_watch;
 };
+#define XPI_NO_TL 0xffu
 
 struct xpi_reg {
 	struct xpi_cmd cmd;     /* adds it to the owner's list */
@@ -320,6 +328,12 @@ struct xp_context {
 	uint64_t eager_returned_total; /* owner: sum of the peers' eager_returned */
 	struct xpi_tl_slot tls[XPI_MAX_TL];
 	int ntls;
+	/* Who takes the sideband messages (transport.h, sideband_send) that
+	 * arrive for a transport type: set by that transport when it attaches. */
+	struct xpi_sideband {
+		void (*take)(void *tl, int peer, const uint8_t *data, size_t len);
+		void *tl;
+	} sideband[XPI_SIDEBAND_TYPES];
 	/* The transports are being destroyed (last to first): a lost peer is
 	 * no longer reported to them, some may be gone already. */
 	bool tls_closing;
@@ -595,6 +609,22 @@ void xpi_engine_rndv_done(xp_context_t *ctx, xp_request_t *rreq, int err);
  * later calls, from any transport, do nothing.
  */
 void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *why);
+/*
+ * A transport received a sideband message from @peer for the transport of
+ * type @type (transport.h, sideband_send): hands it to the one that set
+ * ctx->sideband[type]. The taker must not re-enter the engine or the
+ * carrier (it notes what came and acts from its own progress). 0, or
+ * -ENOENT if no transport of this rank takes them (the peer is broken).
+ */
+int xpi_engine_sideband(xp_context_t *ctx, int peer, uint8_t type, const uint8_t *data, size_t len);
+/*
+ * Sends a sideband message to @peer's transport of type @type, on the
+ * peer's small lane if that is not @from (the caller's own index), else
+ * on its watch lane; returns what sideband_send returned, or -ENOTCONN if
+ * neither can carry it.
+ */
+int xpi_engine_sideband_send(xp_context_t *ctx, int peer, int from, uint8_t type, const void *data,
+			     size_t len);
 /*
  * Receiver side of a withdrawal the receiver decides (a transport whose
  * sender cannot claim the message itself, as TCP): the sender of message

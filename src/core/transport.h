@@ -217,6 +217,21 @@ struct xpi_tl_ops {
 	void (*peer_wanted)(void *tl, int peer);
 
 	/*
+	 * Carries @len (1 to XPI_SIDEBAND_MAX, wire.h) bytes to @peer for
+	 * its transport of type @type (enum xpi_tl_type), which gets them
+	 * through xpi_engine_sideband(), in the order sent, authenticated as
+	 * this transport's messages are: how a transport with no channel of
+	 * its own yet (an RDMA queue pair made on first need) trades what
+	 * makes one. Makes the pair if it is not made (as a send would), and
+	 * the pair then also watches the peer. Owner; never blocks; does not
+	 * re-enter the engine. 0: queued. -EAGAIN: not now (the pair is being
+	 * made, or no room): the caller tries again from its progress.
+	 * Another code: the peer cannot be reached (-ECONNRESET: lost).
+	 * NULL: this transport carries nothing for others.
+	 */
+	int (*sideband_send)(void *tl, int peer, uint8_t type, const void *data, size_t len);
+
+	/*
 	 * Polls. Hands arrivals to xpi_engine_deliver() and finished
 	 * rendezvous to xpi_engine_rndv_done(), both of which re-enter the
 	 * engine and may call this transport's rndv_fetch (deliver -> match ->

@@ -76,6 +76,17 @@ int xpi_frame_parse(const uint8_t *buf, size_t len, uint32_t max_eager, struct x
 			return -EPROTO;
 		}
 		break;
+	case XPI_FRAME_SIDEBAND:
+		if (f.payload_len == 0 || f.payload_len > XPI_SIDEBAND_MAX) {
+			*why = "sideband payload empty or longer than XPI_SIDEBAND_MAX";
+			return -EPROTO;
+		}
+		if (f.comm == 0 || f.comm > 255 || f.tag != 0 || f.peer_seq != 0 ||
+		    f.msg_len != 0 || f.id != 0) {
+			*why = "sideband frame with a field it does not use set";
+			return -EPROTO;
+		}
+		break;
 	case XPI_FRAME_DATA:
 		/* Bounded so that no length from the wire, added to a header
 		 * or an offset, can wrap. */

@@ -15,6 +15,8 @@
  *      WITHDRAW names the message by comm, tag and peer_seq too)
  *  48  u64 credit: the sender's running count of eager bytes it has
  *      consumed from the receiver (eager credit given back)
+ * SIDEBAND uses comm for the transport type it carries for, and no other
+ * field but payload_len and credit.
  * Fields are never reinterpreted by casting a
  * struct over the bytes. A parser accepts only its own version; a newer
  * peer is refused with a clear error rather than misread.
@@ -43,7 +45,14 @@ enum xpi_frame_type {
 	/* receiver to sender: message @id is withdrawn, or with F_BUSY a
 	 * receive took it first and its CTS is (or was) on the way */
 	XPI_FRAME_WITHDRAW_ACK = 8,
+	/* a message of another transport's own (transport.h, sideband_send):
+	 * comm names its type (enum xpi_tl_type), the payload (1 to
+	 * XPI_SIDEBAND_MAX bytes) is its business */
+	XPI_FRAME_SIDEBAND = 9,
 };
+
+/* The longest payload of a SIDEBAND frame. */
+#define XPI_SIDEBAND_MAX 64u
 
 /* DATA: the sender withdrew message @id (it timed out); no bytes follow. */
 #define XPI_FRAME_F_WITHDRAWN 0x1u

@@ -22,7 +22,8 @@ struct xpi_boot;
 struct xpi_card_tl;
 
 /* What a peer wants of a backend (attach's @want). */
-enum { XPI_WANT_LANE = 1, XPI_WANT_WATCH = 2 };
+enum { XPI_WANT_LANE = 1, XPI_WANT_WATCH = 2, XPI_WANT_CARRIED = 4, XPI_WANT_ON_NEED = 8 };
+enum { XPI_OK_ON_NEED = 2 };
 
 struct xpi_backend {
 	const char *name; /* as XP_TRANSPORTS names it */
@@ -57,7 +58,14 @@ struct xpi_backend {
 	 */
 	int (*attach)(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want, uint8_t *ok);
 	/* @want[peer]: 0, XPI_WANT_LANE (it carries messages or payloads), or
-	 * XPI_WANT_WATCH (it only watches the peer's process end). */
+	 * XPI_WANT_WATCH (it only watches the peer's process end); with
+	 * XPI_WANT_CARRIED too, a backend attached after this one carries
+	 * sideband messages to the peer (transport.h, sideband_send), so a
+	 * pair may be made on first need through them: attach then writes
+	 * @ok[peer] = XPI_OK_ON_NEED instead of 1. With XPI_WANT_ON_NEED, a
+	 * watcher need not make its pair now: the lane's pair will ask it to
+	 * carry what makes it, which makes it (the pair is watched from
+	 * then). */
 
 	/*
 	 * Whether this host can run the backend at all, without a job: the
@@ -71,6 +79,10 @@ struct xpi_backend {
 	 * quietly never being offered.
 	 */
 	int (*probe)(char *note, size_t n);
+
+	/* Its transport carries sideband messages for others (its ops have
+	 * sideband_send). */
+	bool carries_sideband;
 };
 
 /* The backends built in, in attach order, which is also the fallback order:

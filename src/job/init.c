@@ -84,6 +84,7 @@ struct negotiation {
 	struct xpi_card *theirs; /* by rank */
 	struct xpi_lanes *lanes; /* by rank */
 	uint32_t *failed;        /* by rank: 1 << type of what failed with it */
+	uint8_t *on_need;        /* by rank: its lane's pair is made on first need */
 };
 
 static void negotiation_free(struct negotiation *ng)
@@ -91,6 +92,7 @@ static void negotiation_free(struct negotiation *ng)
 	free(ng->theirs);
 	free(ng->lanes);
 	free(ng->failed);
+	free(ng->on_need);
 }
 
 /* The longest of every rank's @mine bytes (at most XPI_CARD_WIRE_MAX), into
@@ -121,9 +123,10 @@ static int negotiate(xp_context_t *ctx, struct xpi_boot *boot, struct negotiatio
 	ng->theirs = calloc((size_t)n, sizeof(*ng->theirs));
 	ng->lanes = calloc((size_t)n, sizeof(*ng->lanes));
 	ng->failed = calloc((size_t)n, sizeof(*ng->failed));
+	ng->on_need = calloc((size_t)n, 1);
 	uint8_t *blob = malloc(XPI_CARD_WIRE_MAX), *all = malloc((size_t)n * XPI_CARD_WIRE_MAX);
 	int rc = blob == NULL || all == NULL || ng->theirs == NULL || ng->lanes == NULL ||
-				 ng->failed == NULL ?
+				 ng->failed == NULL || ng->on_need == NULL ?
 			 -ENOMEM :
 			 make_card(ctx, boot, &ng->mine);
 	if (rc == 0)
@@ -286,6 +289,17 @@ static int fall_back(xp_context_t *ctx, struct negotiation *ng, int peer,
 	return 0;
 }
 
+/* Whether a backend after @b in the table, which carries sideband
+ * messages, serves @peer too (a lane of its, or its watcher). */
+static bool carried_after(const struct xpi_lanes *l, const struct xpi_backend *const *b)
+{
+	for (const struct xpi_backend *const *e = b + 1; *e != NULL; e++)
+		if ((*e)->carries_sideband &&
+		    (l->small == (*e)->type || l->bulk == (*e)->type || l->watch == (*e)->type))
+			return true;
+	return false;
+}
+
 /* Starts every backend in table order for the peers whose lanes use it,
  * falling back where a pair fails, then points each peer's lanes at the
  * transports that serve it. */
@@ -305,11 +319,17 @@ static int attach_transports(xp_context_t *ctx, struct xpi_boot *boot, struct ne
 				  lane                             ? XPI_WANT_LANE :
 				  ng->lanes[p].watch == (*b)->type ? XPI_WANT_WATCH :
 								     0;
+			if (lane && carried_after(&ng->lanes[p], b))
+				want[p] |= XPI_WANT_CARRIED;
+			if (want[p] == XPI_WANT_WATCH && ng->on_need[p])
+				want[p] |= XPI_WANT_ON_NEED;
 			ok[p] = 0;
 		}
 		rc = (*b)->attach(ctx, boot, want, ok);
 		slot_by_type[(*b)->type] = slot_of(ctx, *b);
 		for (int p = 0; rc == 0 && p < n; p++) {
+			if (ok[p] == XPI_OK_ON_NEED && (want[p] & XPI_WANT_CARRIED))
+				ng->on_need[p] = 1;
 			if (!want[p] || ok[p])
 				continue;
 			/* A watcher that failed is no lane: the peer goes on
@@ -333,6 +353,8 @@ static int attach_transports(xp_context_t *ctx, struct xpi_boot *boot, struct ne
 			break;
 		}
 		xpi_context_set_peer_lanes(ctx, p, small, bulk);
+		if (ng->lanes[p].watch != 0 && slot_by_type[ng->lanes[p].watch] >= 0)
+			ctx->peers[p].tl_watch = (uint8_t)slot_by_type[ng->lanes[p].watch];
 	}
 	if (rc == 0 && xpi_debug_on("transport")) {
 		for (int p = 0; p < n; p++) {

@@ -22,7 +22,9 @@
 #include <stdint.h>
 
 /* What a peer needs to connect a reliable-connected QP to one of ours:
- * carried by the capability card (gid, mtu) and the bootstrap (qpn, psn). */
+ * its port's part traded in xp_init (gid, lid, mtu), its QP's when the pair
+ * is made (qpn, psn: rdma_wire.c, or the bootstrap for pairs made in
+ * xp_init). */
 struct xpi_rdma_addr {
 	uint8_t gid[16];
 	uint32_t qpn; /* 24 bits */

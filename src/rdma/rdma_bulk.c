@@ -121,7 +121,7 @@ int rdma_rndv_offer(void *tlp, int peer, xp_request_t *sreq, const struct xpi_re
 	struct xpi_rdma_tl *t = tlp;
 	struct rdma_peer *p = &t->peers[peer];
 	if (!p->up || p->dead)
-		return -ECONNRESET;
+		return rdma_wire_need(t, peer);
 	if (t->nfree == 0)
 		return -EAGAIN; /* every state word is in use: wait for a FIN */
 	struct ibv_mr *mr = NULL, *own = NULL;
@@ -258,7 +258,7 @@ static void late_atomic(struct xpi_rdma_tl *t, uint32_t slot, const struct ibv_w
 		 * one completes the send with an error and frees the word. */
 		t->st_late_claims++;
 		struct rdma_peer *p = &t->peers[a.peer];
-		if (p->up && !p->dead)
+		if (p->qp_ready && !p->dead)
 			rdma_send_fin(t, a.peer, a.idx, true);
 		return;
 	}
@@ -313,7 +313,8 @@ static int rdma_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap
 	if (src < 0 || src >= t->ctx->size || msg->desc_len != XPI_RDMA_DESC_LEN)
 		return -EPROTO;
 	struct rdma_peer *p = &t->peers[src];
-	if (!p->up || p->dead)
+	/* Its offer went once it was up, so ours is connected. */
+	if (!p->qp_ready || p->dead)
 		return -ECONNRESET;
 	const uint8_t *d = msg->data;
 	uint64_t addr = 0;
@@ -496,7 +497,7 @@ static void check_lost_peers(struct xpi_rdma_tl *t)
 		return;
 	t->nfailed_seen = t->ctx->nfailed;
 	for (int p = 0; p < t->ctx->size; p++)
-		if (t->peers[p].up && !t->peers[p].dead && t->ctx->peers[p].failed != 0)
+		if (t->peers[p].qp != NULL && !t->peers[p].dead && t->ctx->peers[p].failed != 0)
 			rdma_peer_failed(t, p, t->ctx->peers[p].failed, NULL);
 }
 
@@ -522,6 +523,8 @@ static int rdma_progress(void *tlp)
 			handle(t, &wc[i]);
 		events += n > 0 ? n : 0;
 	} while (n == 16);
+	if (t->ntodo != 0)
+		rdma_wire_progress(t);
 	rdma_small_flush(t);
 	if (events == 0)
 		rdma_small_repost(t); /* idle: nobody waits for this */
@@ -672,9 +675,20 @@ static void rdma_destroy(void *tlp)
 	free(t->result);
 	free(t->backlog);
 	free(t->qpns);
+	free(t->todo);
 	free(t->peers);
 	xpi_rdma_dev_close(&t->dev);
 	free(t);
+}
+
+/* A receive names @peer: its pair is made now, as a send would make it,
+ * so its first frame finds our QP connected and a peer that died first
+ * fails the receive at once. */
+static void rdma_peer_wanted(void *tlp, int peer)
+{
+	struct xpi_rdma_tl *t = tlp;
+	if (t->peers[peer].wstate == RW_IDLE && !t->peers[peer].dead)
+		(void)rdma_wire_need(t, peer);
 }
 
 /* FINs wait for window in our queue; everything else is posted at once. */
@@ -706,5 +720,6 @@ const struct xpi_tl_ops xpi_rdma_ops = {
 	.sleep_prepare = rdma_sleep_prepare,
 	.sleep_done = rdma_sleep_done,
 	.tx_pending = rdma_tx_pending,
+	.peer_wanted = rdma_peer_wanted,
 	.destroy = rdma_destroy,
 };

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Setting up the RDMA transport in a job: its capability card entry, the
- * queue pairs to each peer that wants it (addresses traded through the
- * bootstrap), and the registry entry (src/job/backend.h).
+ * agreement with each peer that wants it (ports traded through the
+ * bootstrap; the queue pairs then made on first need, rdma_wire.c, or here
+ * where nothing can carry their numbers later), and the registry entry
+ * (src/job/backend.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -65,7 +67,8 @@ static int rdma_card(xp_context_t *ctx, struct xpi_boot *boot, struct xpi_card_t
 }
 
 /* What each rank tells every other in the address exchange: its port, its
- * state words, and per destination the QP it made for it. */
+ * state words, and, only when some rank makes pairs in xp_init, per
+ * destination the QP it made for it. */
 struct xchg_head {
 	uint8_t ok; /* 1: set up, the rest is valid */
 	uint8_t mtu;
@@ -102,7 +105,20 @@ static int qpn_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The device, SRQ, CQ, QPs and state words; 0 or a negative code (logged). */
+/*
+ * Whether the pair with @peer is made on first need (rdma_wire.c): a stream
+ * transport carries its QP numbers (XPI_WANT_CARRIED), and rdma_cm, which
+ * connects at setup, is not in use. Both ranks of a pair compute the same:
+ * the carrier follows from the symmetric selection, and a peer whose
+ * rdma_cm setting differs is refused below.
+ */
+static bool on_need(const xp_context_t *ctx, const uint8_t *want, int peer)
+{
+	return (want[peer] & XPI_WANT_CARRIED) != 0 && !ctx->cfg.rdma_cm;
+}
+
+/* The device, SRQ, CQ, state words, and the QPs of the pairs made now (not
+ * on first need); 0 or a negative code (logged). */
 static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 {
 	xp_context_t *ctx = t->ctx;
@@ -190,7 +206,7 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 		return -ENOMEM;
 	/* Through rdma_cm, the QPs come with the connections (cm_connect). */
 	for (int p = 0; p < ctx->size && t->cm == NULL; p++) {
-		if (p == ctx->rank || !want[p])
+		if (p == ctx->rank || !want[p] || on_need(ctx, want, p))
 			continue;
 		rc = xpi_rdma_qp_create(&t->dev, t->cq, t->cq, t->srq, &caps, &t->peers[p].qp, &inl,
 					NULL);
@@ -199,10 +215,13 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 		if (inl < t->max_inline)
 			t->max_inline = inl;
 	}
-	caps.max_inline = 0;
+	/* Asked the same inline size as the peers' QPs: its grant is theirs
+	 * (those made on first need check it), whether any is made now or not. */
 	rc = xpi_rdma_qp_create(&t->dev, t->cq, t->cq, NULL, &caps, &t->self_qp, &inl, NULL);
 	if (rc < 0)
 		return rc;
+	if (inl < t->max_inline)
+		t->max_inline = inl;
 	struct xpi_rdma_addr self;
 	xpi_rdma_dev_addr(&t->dev, &self);
 	self.qpn = t->self_qp->qp_num;
@@ -285,42 +304,148 @@ static int cm_connect(struct xpi_rdma_tl *t, const uint8_t *all, size_t len, con
 }
 #endif
 
+/* What attach learns from every rank in one byte: whether it wants an rdma
+ * peer at all, and whether it has a pair made at setup (which needs every
+ * rank's QP numbers for every rank, N squared bytes: most jobs have none). */
+enum { WANTS_ANY = 1, WANTS_NOW = 2 };
+
+static int ask_all(struct xpi_boot *boot, int size, uint8_t mine, uint8_t *any)
+{
+	uint8_t *all = calloc((size_t)size, 1);
+	if (all == NULL)
+		return -ENOMEM;
+	int rc = xpi_boot_allgather(boot, &mine, 1, all);
+	*any = 0;
+	for (int p = 0; p < size; p++)
+		*any |= all[p];
+	free(all);
+	return rc;
+}
+
+/* A peer whose head came: its port's address, state words and window. */
+static void take_head(struct rdma_peer *p, const struct xchg_head *h)
+{
+	p->words_addr = h->words_addr;
+	p->words_rkey = h->words_rkey;
+	p->window = h->window;
+	p->remote =
+		(struct xpi_rdma_addr){ .lid = h->lid, .mtu = h->mtu, .gid_index = h->gid_index };
+	memcpy(p->remote.gid, h->gid, 16);
+}
+
+/* A pair made at setup: both sides connected their QP to the other's. */
+static void now_up(struct rdma_peer *p)
+{
+	p->wstate = RW_UP;
+	p->up = p->qp_ready = true;
+}
+
+/* The pairs made at setup: connects our QP to each peer's from the
+ * exchange (@all, @len bytes a rank), into @up. */
+static void connect_now(struct xpi_rdma_tl *t, const uint8_t *mine, const uint8_t *all, size_t len,
+			uint8_t *up)
+{
+	int me = t->ctx->rank;
+	const struct xchg_qp *qm = (const struct xchg_qp *)(mine + sizeof(struct xchg_head));
+	for (int p = 0; p < t->ctx->size; p++) {
+		const uint8_t *theirs = all + (size_t)p * len;
+		struct xchg_head h;
+		memcpy(&h, theirs, sizeof(h));
+		if (t->peers[p].qp == NULL || h.ok != 1)
+			continue;
+		if (t->cm != NULL) { /* connected already */
+			take_head(&t->peers[p], &h);
+			up[p] = 1;
+			continue;
+		}
+		if (h.cm_ip != 0) {
+			xpi_log(XPI_LOG_WARN,
+				"rank %d: rdma to rank %d: it connects through rdma_cm and "
+				"we do not (XP_RDMA_CM differs)",
+				me, p);
+			continue;
+		}
+		struct xchg_qp q;
+		memcpy(&q, theirs + sizeof(h) + (size_t)me * sizeof(q), sizeof(q));
+		take_head(&t->peers[p], &h);
+		struct xpi_rdma_addr remote = t->peers[p].remote;
+		remote.qpn = q.qpn;
+		remote.psn = q.psn;
+		char why[XPI_RDMA_WHY_LEN];
+		if (xpi_rdma_qp_connect(&t->dev, t->peers[p].qp, qm[p].psn, &remote, why) < 0) {
+			xpi_log(XPI_LOG_WARN, "rank %d: rdma to rank %d: %s", me, p, why);
+			continue;
+		}
+		up[p] = 1;
+	}
+}
+
+/* The pairs made on first need: agreed if both sides set up and neither
+ * connects through rdma_cm, which both read from the same two heads. */
+static void agree_on_need(struct xpi_rdma_tl *t, const uint8_t *want, const uint8_t *all,
+			  size_t len, uint8_t *ok)
+{
+	xp_context_t *ctx = t->ctx;
+	for (int p = 0; p < ctx->size; p++) {
+		if (p == ctx->rank || !want[p] || !on_need(ctx, want, p))
+			continue;
+		struct xchg_head h;
+		memcpy(&h, all + (size_t)p * len, sizeof(h));
+		if (h.ok != 1)
+			continue;
+		if (h.cm_ip != 0) {
+			xpi_log(XPI_LOG_WARN,
+				"rank %d: rdma to rank %d: it connects through rdma_cm and "
+				"we do not (XP_RDMA_CM differs)",
+				ctx->rank, p);
+			continue;
+		}
+		take_head(&t->peers[p], &h);
+		t->peers[p].wstate = RW_IDLE;
+		ok[p] = XPI_OK_ON_NEED;
+	}
+}
+
 /*
- * Collective (backend.h): every rank takes part in both exchanges, with
- * nothing to offer if it wants no peer of ours or its device failed. A pair
- * works if both sides connected their QP to the other's; both compute the
- * same @ok from the second exchange.
+ * Collective (backend.h): every rank takes part in the exchanges, with
+ * nothing to offer if it wants no peer of ours or its device failed. A
+ * pair made on first need is agreed from the two heads (ok = on need); one
+ * made now works if both sides connected their QP to the other's, which
+ * both compute alike from a second exchange.
  */
 static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want, uint8_t *ok)
 {
-	int size = ctx->size, me = ctx->rank, nwant = 0;
-	for (int p = 0; p < size; p++)
+	int size = ctx->size, me = ctx->rank, nwant = 0, nnow = 0;
+	for (int p = 0; p < size; p++) {
 		nwant += p != me && want[p];
-	/* The exchanges below carry a QP number for every pair of ranks:
-	 * through rank 0's star that is N cubed bytes sent, 130 MB at 256
-	 * ranks. Most jobs have no RDMA pair at all: ask first. */
-	bool any;
-	int arc = xpi_boot_any(boot, nwant > 0, &any);
-	if (arc < 0 || !any) {
-		for (int p = 0; p < size; p++)
-			ok[p] = 0;
-		return arc;
+		nnow += p != me && want[p] && !on_need(ctx, want, p);
 	}
-	size_t len = xchg_len(size);
+	for (int p = 0; p < size; p++)
+		ok[p] = 0;
+	uint8_t any;
+	int arc =
+		ask_all(boot, size,
+			(uint8_t)((nwant > 0 ? WANTS_ANY : 0) | (nnow > 0 ? WANTS_NOW : 0)), &any);
+	if (arc < 0 || !(any & WANTS_ANY))
+		return arc;
+	bool now = any & WANTS_NOW;
+	size_t len = now ? xchg_len(size) : sizeof(struct xchg_head);
 	uint8_t *mine = calloc(1, len), *all = calloc((size_t)size, len);
-	uint8_t *up = calloc((size_t)size, 1), *ups = calloc((size_t)size, (size_t)size);
+	uint8_t *up = calloc((size_t)size, 1),
+		*ups = now ? calloc((size_t)size, (size_t)size) : NULL;
 	struct xpi_rdma_tl *t = nwant > 0 ? calloc(1, sizeof(*t)) : NULL;
-	int rc = mine && all && up && ups && (nwant == 0 || t) ? 0 : -ENOMEM;
+	int rc = mine && all && up && (ups || !now) && (nwant == 0 || t) ? 0 : -ENOMEM;
 	if (t != NULL) {
 		t->ctx = ctx;
 		xpi_dlist_init(&t->fetches);
 		t->peers = calloc((size_t)size, sizeof(*t->peers));
-		if (t->peers == NULL)
+		t->todo = calloc((size_t)size, sizeof(*t->todo));
+		if (t->peers == NULL || t->todo == NULL)
 			rc = -ENOMEM;
 		else if (make(t, want) == 0) {
 			fill_head(t, mine);
 			struct xchg_qp *q = (struct xchg_qp *)(mine + sizeof(struct xchg_head));
-			for (int p = 0; p < size; p++)
+			for (int p = 0; now && p < size; p++)
 				if (t->peers[p].qp != NULL)
 					q[p] = (struct xchg_qp){ t->peers[p].qp->qp_num,
 								 xpi_rdma_psn() };
@@ -333,60 +458,26 @@ static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 		rc = cm_connect(t, all, len, want);
 #endif
 	if (rc == 0 && t != NULL && mine[0] == 1) {
-		const struct xchg_qp *qm =
-			(const struct xchg_qp *)(mine + sizeof(struct xchg_head));
-		for (int p = 0; p < size; p++) {
-			const uint8_t *theirs = all + (size_t)p * len;
-			struct xchg_head h;
-			memcpy(&h, theirs, sizeof(h));
-			if (t->peers[p].qp == NULL || h.ok != 1)
-				continue;
-			if (t->cm != NULL) { /* connected already */
-				t->peers[p].words_addr = h.words_addr;
-				t->peers[p].words_rkey = h.words_rkey;
-				t->peers[p].window = h.window;
-				up[p] = 1;
-				continue;
-			}
-			if (h.cm_ip != 0) {
-				xpi_log(XPI_LOG_WARN,
-					"rank %d: rdma to rank %d: it connects through rdma_cm and "
-					"we do not (XP_RDMA_CM differs)",
-					me, p);
-				continue;
-			}
-			struct xchg_qp q;
-			memcpy(&q, theirs + sizeof(h) + (size_t)me * sizeof(q), sizeof(q));
-			struct xpi_rdma_addr remote = { .qpn = q.qpn,
-							.psn = q.psn,
-							.lid = h.lid,
-							.mtu = h.mtu,
-							.gid_index = h.gid_index };
-			memcpy(remote.gid, h.gid, 16);
-			char why[XPI_RDMA_WHY_LEN];
-			if (xpi_rdma_qp_connect(&t->dev, t->peers[p].qp, qm[p].psn, &remote, why) <
-			    0) {
-				xpi_log(XPI_LOG_WARN, "rank %d: rdma to rank %d: %s", me, p, why);
-				continue;
-			}
-			t->peers[p].words_addr = h.words_addr;
-			t->peers[p].words_rkey = h.words_rkey;
-			t->peers[p].window = h.window;
-			up[p] = 1;
-		}
+		agree_on_need(t, want, all, len, ok);
+		if (now)
+			connect_now(t, mine, all, len, up);
 	}
-	if (rc == 0)
+	if (rc == 0 && now)
 		rc = xpi_boot_allgather(boot, up, (size_t)size, ups);
 	int nok = 0;
 	for (int p = 0; rc == 0 && p < size; p++) {
-		ok[p] = up[p] && ups[(size_t)p * size + me];
+		if (ok[p] == XPI_OK_ON_NEED) {
+			nok++;
+			continue;
+		}
+		ok[p] = now && up[p] && ups[(size_t)p * size + me];
 		if (t == NULL || t->peers[p].qp == NULL)
 			continue;
 		if (!ok[p]) {
 			rdma_qp_destroy(t, p);
 			continue;
 		}
-		t->peers[p].up = true;
+		now_up(&t->peers[p]);
 		nok++;
 	}
 	free(mine);
@@ -404,6 +495,7 @@ static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 		if (rc == 0)
 			rc = xpi_context_add_tl(ctx, &xpi_rdma_ops, t);
 		if (rc == 0) {
+			ctx->sideband[XPI_TL_RDMA] = (struct xpi_sideband){ rdma_wire_take, t };
 			/* Now that the pool is registered with us, its buffers
 			 * can go to the SRQ. A peer that sends before then is
 			 * told RNR and retries; it cannot have sent more than
@@ -413,9 +505,10 @@ static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 			if (rc == 0 && xpi_debug_on("transport"))
 				xpi_log(XPI_LOG_INFO,
 					"rank %d: rdma on %s port %u (gid index %u, mtu %d, window "
-					"%u, inline %u B) to %d peers",
+					"%u, inline %u B) to %d peers, %d of them connected now",
 					me, t->dev.name, t->dev.port, t->dev.gid_index,
-					mtu_bytes(t->dev.mtu), t->window, t->max_inline, nok);
+					mtu_bytes(t->dev.mtu), t->window, t->max_inline, nok,
+					t->nqpns);
 			return rc;
 		}
 		/* Not added: the pairs fail; every peer must agree, so this

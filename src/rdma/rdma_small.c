@@ -260,7 +260,7 @@ int rdma_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, const void
 	struct xpi_rdma_tl *t = tlp;
 	struct rdma_peer *p = &t->peers[peer];
 	if (!p->up || p->dead)
-		return -ECONNRESET;
+		return rdma_wire_need(t, peer); /* the first message to it, or lost */
 	uint64_t cost = xpi_eager_cost(h->len);
 	if (h->len > EAGER_MAX ||
 	    p->eager_sent + cost - p->peer_credit > t->ctx->eager_credit_per_peer)
@@ -290,7 +290,7 @@ int rdma_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_request_t
 	struct xpi_rdma_tl *t = tlp;
 	struct rdma_peer *p = &t->peers[peer];
 	if (!p->up || p->dead)
-		return -ECONNRESET;
+		return rdma_wire_need(t, peer);
 	if (p->nfins != 0 && flush_fins(t, peer) < 0)
 		return -ECONNRESET;
 	if (p->nfins != 0 || !window_open(p) || p->tx_count == XPI_RDMA_TX_RING)
@@ -389,6 +389,8 @@ void rdma_small_recv_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
 	if (peer < 0 || t->peers[peer].dead)
 		goto repost;
 	struct rdma_peer *p = &t->peers[peer];
+	if (!p->up)
+		rdma_wire_heard(t, peer); /* it sends only once both QPs are connected */
 	const uint8_t *h = t->rx_hdrs + (size_t)slot * HDR_STRIDE;
 	struct xpi_frame f;
 	const char *why = "shorter than a header";

@@ -149,10 +149,26 @@ struct rdma_atomic {
 	xp_request_t *sreq; /* a withdrawal: its send */
 };
 
+/* Where a peer's pair stands (rdma_wire.c). */
+enum rdma_wire_state {
+	RW_OFF = 0, /* no pair with it: not wanted, or attach did not agree */
+	RW_IDLE,    /* agreed, made on first need */
+	RW_ASKED,   /* our QP made and its number sent; theirs not known */
+	RW_HALF,    /* ours connected to theirs; theirs not yet said connected */
+	RW_UP,      /* both connected: frames go */
+};
+
 struct rdma_peer {
 	struct ibv_qp *qp;
-	bool up;   /* connected */
-	bool dead; /* its QP failed: everything with it fails */
+	bool up;        /* both QPs connected (RW_UP): frames may go */
+	bool qp_ready;  /* ours is connected (RW_HALF or RW_UP): it may be read from */
+	bool dead;      /* its QP failed: everything with it fails */
+	uint8_t wstate; /* enum rdma_wire_state */
+	uint8_t owed;   /* a wire message the carrier had no room for (rdma_wire.c), or 0 */
+	bool in_todo;   /* listed in t->todo */
+	int wire_err;   /* the pair could not be made: reported from progress */
+	uint32_t psn;   /* our QP's first packet sequence number */
+	struct xpi_rdma_addr remote; /* its port (attach), and its QP once told */
 	uint64_t words_addr;
 	uint32_t words_rkey;
 
@@ -210,6 +226,11 @@ struct xpi_rdma_tl {
 	struct xpi_rdma_cm *cm; /* XP_RDMA_CM: the connections' (rdma_cm.h), or NULL */
 	uint32_t max_inline;    /* what the device granted our QPs */
 	uint32_t window;        /* XPI_RDMA_WINDOW, or less with many peers */
+	/* Peers whose pair has work for progress (rdma_wire.c): a message
+	 * to send, a failure to report. */
+	int *todo;
+	int ntodo;
+	uint64_t st_wired; /* pairs made on first need */
 	/* QP numbers of the peers' QPs, sorted, for receive completions. */
 	struct rdma_qpn {
 		uint32_t qpn;
@@ -292,6 +313,21 @@ void rdma_small_flush(struct xpi_rdma_tl *t);
 void rdma_small_peer_lost(struct xpi_rdma_tl *t, int peer);
 /* Gives back the pool buffers of sends whose completions will not come. */
 void rdma_small_drop_tx(struct xpi_rdma_tl *t, int peer);
+
+/* rdma_wire.c: pairs made on first need, their QP numbers traded as
+ * sideband messages over the stream pair that carries or watches the peer
+ * (transport.h). Sends to a peer whose pair is not up return what this
+ * does: -EAGAIN while it is made (started by the first), or the code that
+ * lost the peer. Does not re-enter the engine. */
+int rdma_wire_need(struct xpi_rdma_tl *t, int peer);
+/* The sideband taker (ctx->sideband[XPI_TL_RDMA]). */
+void rdma_wire_take(void *tl, int peer, const uint8_t *data, size_t len);
+/* Each progress: messages owed, failures to report. */
+void rdma_wire_progress(struct xpi_rdma_tl *t);
+/* A frame came from @peer: it is up on its side, so on ours. */
+void rdma_wire_heard(struct xpi_rdma_tl *t, int peer);
+/* Adds @peer's QP to t->qpns, keeping it sorted. */
+void rdma_qpn_add(struct xpi_rdma_tl *t, int peer);
 
 /* rdma_bulk.c: the transport's side of losing @peer: its QP failed (@why
  * says how, for the engine) or another lane lost it (@why NULL). */

@@ -118,6 +118,25 @@ static void tcp_peer_wanted(void *tlp, int peer)
 		(void)tcp_wire_need(t, c);
 }
 
+static int tcp_sideband_send(void *tlp, int peer, uint8_t type, const void *data, size_t len)
+{
+	struct xpi_tcp *t = tlp;
+	struct tcp_conn *c = conn_of(t, peer);
+	if (len == 0 || len > XPI_SIDEBAND_MAX)
+		return -EINVAL;
+	if (c->wstate != TW_READY || c->dead)
+		return tcp_wire_need(t, c);
+	struct xpi_frame f = { .type = XPI_FRAME_SIDEBAND,
+			       .payload_len = (uint32_t)len,
+			       .comm = type };
+	int rc = tcp_ctl_queue(c, &f, data);
+	if (rc < 0)
+		return rc;
+	tcp_ctl_flush(c);
+	io_uring_submit(&t->ring);
+	return 0;
+}
+
 static int tcp_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, const void *data)
 {
 	struct xpi_tcp *t = tlp;
@@ -646,6 +665,7 @@ const struct xpi_tl_ops xpi_tcp_ops = {
 	.msg_release = tcp_msg_release,
 	.peer_lost = tcp_peer_lost,
 	.peer_wanted = tcp_peer_wanted,
+	.sideband_send = tcp_sideband_send,
 	.progress = tcp_progress,
 	.sleep_prepare = tcp_sleep_prepare,
 	.sleep_done = tcp_sleep_done,

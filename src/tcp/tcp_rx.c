@@ -143,6 +143,15 @@ static void got_withdraw_ack(struct tcp_conn *c, const struct xpi_frame *f)
 		protocol_error(c, "withdrawal granted for a send it was never asked for");
 }
 
+/* A SIDEBAND frame's payload, for the transport it names: a peer that
+ * sends one for a transport that takes none here is broken. */
+static void sideband(struct tcp_conn *c, const uint8_t *payload)
+{
+	if (xpi_engine_sideband(c->tcp->ctx, c->peer, (uint8_t)c->frame.comm, payload,
+				c->frame.payload_len) < 0)
+		protocol_error(c, "a sideband message for a transport that takes none");
+}
+
 /* A frame header is complete. Returns false if the connection failed. */
 static bool got_header(struct tcp_conn *c, const struct xpi_frame *f)
 {
@@ -170,6 +179,9 @@ static bool got_header(struct tcp_conn *c, const struct xpi_frame *f)
 		break;
 	case XPI_FRAME_WITHDRAW_ACK:
 		got_withdraw_ack(c, f);
+		break;
+	case XPI_FRAME_SIDEBAND:
+		c->in_payload = true; /* never empty (xpi_frame_parse) */
 		break;
 	case XPI_FRAME_CREDIT:
 		break;
@@ -226,8 +238,11 @@ static void parse(struct tcp_conn *c, struct xp_buf *chunk, uint8_t *p, size_t n
 		uint64_t id = c->frame.type == XPI_FRAME_RTS ? c->frame.id : 0;
 		if (c->asm_have == 0 && n >= need) {
 			struct xp_buf *view;
-			if (kind == XPI_MSG_INLINE && need >= XPI_TCP_VIEW_MIN &&
-			    tcp_br_may_lend(c->tcp) && xpi_buf_view(chunk, p, need, &view) == 0)
+			if (c->frame.type == XPI_FRAME_SIDEBAND)
+				sideband(c, p);
+			else if (kind == XPI_MSG_INLINE && need >= XPI_TCP_VIEW_MIN &&
+				 tcp_br_may_lend(c->tcp) &&
+				 xpi_buf_view(chunk, p, need, &view) == 0)
 				deliver(c, &c->frame, XPI_MSG_BUF, NULL, view, 0);
 			else
 				deliver(c, &c->frame, kind, p, NULL, id);
@@ -242,7 +257,10 @@ static void parse(struct tcp_conn *c, struct xp_buf *chunk, uint8_t *p, size_t n
 		p += k;
 		n -= k;
 		if (c->asm_have == c->frame.payload_len) {
-			deliver(c, &c->frame, kind, c->asm_buf, NULL, id);
+			if (c->frame.type == XPI_FRAME_SIDEBAND)
+				sideband(c, c->asm_buf);
+			else
+				deliver(c, &c->frame, kind, c->asm_buf, NULL, id);
 			c->asm_have = 0;
 			c->in_payload = false;
 		}

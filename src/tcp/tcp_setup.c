@@ -306,7 +306,9 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	tcp_wire_arm_listener(t);
 	/* A pair that only watches the peer (its messages go over rdma or
 	 * dpdk) carries nothing that would make it: the lower rank makes it
-	 * now, and the higher waits for it. */
+	 * now, and the higher waits for it; unless the lane's own pair is
+	 * made on first need (XPI_WANT_ON_NEED), whose sideband messages make
+	 * this one first. */
 	for (int p = ctx->rank + 1; p < ctx->size; p++)
 		if (want[p] == XPI_WANT_WATCH)
 			(void)tcp_wire_need(t, &t->conns[p]);
@@ -485,4 +487,5 @@ const struct xpi_backend xpi_tcp_backend = {
 	.card = tcp_card,
 	.attach = tcp_attach,
 	.probe = tcp_probe,
+	.carries_sideband = true,
 };
