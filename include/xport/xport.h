@@ -437,7 +437,9 @@ int xp_isend(xp_comm_t *comm, const void *buf, size_t len, int dest, uint64_t ta
  * reads from it); over RDMA the two ranks make their queue pairs then,
  * trading their numbers over the TCP pair that watches the peer (with
  * XP_RDMA_CM=on, or where no TCP pair can carry them, queue pairs are
- * still made in xp_init). A rank learns that a peer died from that pair: a peer
+ * still made in xp_init); over DPDK a pair's state (its keys and windows)
+ * at its first datagram, either way, and the TCP pair that watches the
+ * peer with it. A rank learns that a peer died from that pair: a peer
  * that died before the two ever talked fails the first send or named
  * receive at once where its host refuses the connection or its process is
  * gone (the same host), or by the deadline where nothing answers; a rank

@@ -626,6 +626,14 @@ int xpi_engine_sideband(xp_context_t *ctx, int peer, uint8_t type, const uint8_t
 int xpi_engine_sideband_send(xp_context_t *ctx, int peer, int from, uint8_t type, const void *data,
 			     size_t len);
 /*
+ * A transport whose pair with @peer was made on first need asks the peer's
+ * watcher (peers[peer].tl_watch) to make its pair too (its peer_wanted),
+ * which then sees the peer's process end. Owner, from progress (the
+ * watcher may report the peer lost before this returns); nothing if the
+ * peer has no watcher.
+ */
+void xpi_engine_watch_peer(xp_context_t *ctx, int peer);
+/*
  * Receiver side of a withdrawal the receiver decides (a transport whose
  * sender cannot claim the message itself, as TCP): the sender of message
  * @peer_seq (comm @comm, tag @tag) from @src asks to take it back. Returns

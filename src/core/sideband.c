@@ -4,7 +4,8 @@
  * the same two ranks (transport.h, sideband_send). An RDMA queue pair made
  * on first need trades its number this way, over the stream pair that
  * carries the peer's messages or watches it, as UCX's wire-up messages go
- * over an auxiliary transport.
+ * over an auxiliary transport. And the watcher of a pair made on first
+ * need (a DPDK pair's TCP pair), made when that pair is.
  */
 #include <errno.h>
 
@@ -38,4 +39,12 @@ int xpi_engine_sideband_send(xp_context_t *ctx, int peer, int from, uint8_t type
 	if (c < 0)
 		return -ENOTCONN;
 	return ctx->tls[c].ops->sideband_send(ctx->tls[c].tl, peer, type, data, len);
+}
+
+void xpi_engine_watch_peer(xp_context_t *ctx, int peer)
+{
+	const struct xpi_peer *p = &ctx->peers[peer];
+	if (p->tl_watch == XPI_NO_TL || ctx->tls[p->tl_watch].ops->peer_wanted == NULL)
+		return;
+	ctx->tls[p->tl_watch].ops->peer_wanted(ctx->tls[p->tl_watch].tl, peer);
 }

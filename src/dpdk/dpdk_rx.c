@@ -406,7 +406,8 @@ const struct xpi_rel_rx_ops dpdk_rel_rx_ops = {
 };
 
 /* The pair a datagram claims to belong to, if it is one of ours: to this
- * rank, from the address and incarnation of a peer that is up. A
+ * rank, from the address and incarnation of a peer agreed with and not
+ * lost (its pair made now if this is its first: dpdk_peer_get). A
  * datagram from another address, or from an earlier run of that rank, is
  * not this pair's: dropped without a word. Nothing of the datagram is
  * used yet (the MAC is checked after). */
@@ -415,9 +416,11 @@ static struct dpdk_peer *pair_of(struct xpi_dpdk_tl *t, const struct xpi_rx_fram
 	const struct xpi_dgram_hdr *h = &f->hdr;
 	if (h->dst_rank != (uint32_t)t->ctx->rank || h->src_rank >= (uint32_t)t->npeers)
 		return NULL;
-	struct dpdk_peer *pr = &t->peers[h->src_rank];
-	if (!pr->up || pr->dead || f->from.ip != pr->ip || f->from.port != pr->udp_port ||
-	    h->epoch != pr->epoch)
+	const struct dpdk_addr *a = &t->addrs[h->src_rank];
+	if (!a->ok || f->from.ip != a->ip || f->from.port != a->udp_port || h->epoch != a->epoch)
+		return NULL;
+	struct dpdk_peer *pr = dpdk_peer_get(t, (int)h->src_rank);
+	if (pr == NULL || !pr->up || pr->dead)
 		return NULL;
 	return pr;
 }

@@ -229,33 +229,61 @@ static int open_port(struct xpi_dpdk_tl *t, uint32_t *ip, char *why, size_t n)
 	return xpi_dpdk_port_open(&conf, &t->port, why, n);
 }
 
-/* The keys of the pair with rank @p, both directions (dpdk_auth.h). */
-static int pair_keys(struct xpi_dpdk_tl *t, struct dpdk_peer *pr, const uint8_t *job_key,
-		     const uint8_t *job_id, const struct xchg *mine, const struct xchg *x)
+/* The keys of the pair with @pr's rank, both directions (dpdk_auth.h). */
+static int pair_keys(struct xpi_dpdk_tl *t, struct dpdk_peer *pr, const struct dpdk_addr *a)
 {
-	pr->auth = ((mine->auth | x->auth) & XCHG_AUTH) != 0;
+	pr->auth = ((t->my_auth | a->auth) & XCHG_AUTH) != 0;
 	if (!pr->auth)
 		return 0;
-	int mac = (mine->auth & x->auth & XCHG_GCM) ? XPI_DGRAM_MAC_GCM : XPI_DGRAM_MAC_POLY1305;
+	int mac = (t->my_auth & a->auth & XCHG_GCM) ? XPI_DGRAM_MAC_GCM : XPI_DGRAM_MAC_POLY1305;
 	uint32_t me = (uint32_t)t->ctx->rank, them = (uint32_t)pr->rank;
-	int rc =
-		xpi_dgram_key_init(&pr->tx_key, mac, job_key, job_id, me, them, t->epoch, x->epoch);
+	const uint8_t *job_id = t->has_job_id ? t->job_id : NULL;
+	int rc = xpi_dgram_key_init(&pr->tx_key, mac, t->job_key, job_id, me, them, t->epoch,
+				    a->epoch);
 	if (rc == 0)
-		rc = xpi_dgram_key_init(&pr->rx_key, mac, job_key, job_id, them, me, x->epoch,
+		rc = xpi_dgram_key_init(&pr->rx_key, mac, t->job_key, job_id, them, me, a->epoch,
 					t->epoch);
 	return rc;
 }
 
-static void peer_init(struct xpi_dpdk_tl *t, int p, const struct xchg *x)
+/*
+ * Made on first need, as UCX makes an endpoint's lanes: a job's ranks keep
+ * only the address exchange's 16 bytes for each rank they never talk to,
+ * and the loops of progress visit only pairs made. A datagram from a rank
+ * whose pair is not made yet makes it before its MAC is checked (the key
+ * is the pair's): at most once per rank of the job, whoever sends it.
+ */
+struct dpdk_peer *dpdk_peer_get(struct xpi_dpdk_tl *t, int rank)
 {
-	struct dpdk_peer *pr = &t->peers[p];
+	if (rank < 0 || rank >= t->npeers)
+		return NULL;
+	if (t->peers[rank] != NULL)
+		return t->peers[rank];
+	const struct dpdk_addr *a = &t->addrs[rank];
+	if (!a->ok)
+		return NULL;
+	struct dpdk_peer *pr = calloc(1, sizeof(*pr));
+	if (pr == NULL)
+		return NULL;
+	pr->t = t;
+	pr->rank = rank;
+	xpi_dlist_init(&pr->txq);
+	xpi_dlist_init(&pr->rts_out);
+	xpi_dlist_init(&pr->bulk_rx);
+	if (pair_keys(t, pr, a) < 0) {
+		free(pr);
+		return NULL;
+	}
 	pr->up = true;
-	pr->ip = x->ip;
-	pr->udp_port = x->udp_port;
-	pr->epoch = x->epoch;
+	pr->ip = a->ip;
+	pr->udp_port = a->udp_port;
+	pr->epoch = a->epoch;
 	/* Each direction's first psn is its sender's epoch. */
 	xpi_rel_tx_init(&pr->tx, &t->rel, t->epoch, xpi_now_ns());
-	xpi_rel_rx_init(&pr->rx, &t->rel, x->epoch);
+	xpi_rel_rx_init(&pr->rx, &t->rel, a->epoch);
+	t->peers[rank] = pr;
+	t->made[t->nmade++] = rank;
+	return pr;
 }
 
 static struct xpi_dpdk_tl *tl_new(xp_context_t *ctx)
@@ -264,7 +292,12 @@ static struct xpi_dpdk_tl *tl_new(xp_context_t *ctx)
 	if (t == NULL)
 		return NULL;
 	t->peers = calloc((size_t)ctx->size, sizeof(*t->peers));
-	if (t->peers == NULL) {
+	t->made = calloc((size_t)ctx->size, sizeof(*t->made));
+	t->addrs = calloc((size_t)ctx->size, sizeof(*t->addrs));
+	if (t->peers == NULL || t->made == NULL || t->addrs == NULL) {
+		free(t->peers);
+		free(t->made);
+		free(t->addrs);
 		free(t);
 		return NULL;
 	}
@@ -283,14 +316,6 @@ static struct xpi_dpdk_tl *tl_new(xp_context_t *ctx)
 	 * MB/s with these. AIMD still halves the window down to the floor. */
 	t->rel.rto_max_ns = 2 * 1000000;
 	t->rel.cwnd_min = 16;
-	for (int p = 0; p < ctx->size; p++) {
-		struct dpdk_peer *pr = &t->peers[p];
-		pr->t = t;
-		pr->rank = p;
-		xpi_dlist_init(&pr->txq);
-		xpi_dlist_init(&pr->rts_out);
-		xpi_dlist_init(&pr->bulk_rx);
-	}
 	return t;
 }
 
@@ -350,16 +375,33 @@ static int dpdk_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 	 * jobs that share a key never accept each other's datagrams. */
 	_Static_assert(XPI_DPDK_JOB_ID_LEN == XPI_BOOT_JOB_ID_LEN, "the job id is the boot's");
 	const uint8_t *job_id = xpi_boot_job_id(boot);
+	if (t != NULL) {
+		memcpy(t->job_key, xpi_boot_key(boot), sizeof(t->job_key));
+		if (job_id != NULL)
+			memcpy(t->job_id, job_id, sizeof(t->job_id));
+		t->has_job_id = job_id != NULL;
+		t->my_auth = mine.auth;
+	}
 	for (int p = 0; rc == 0 && p < size; p++) {
 		ok[p] = p != me && want[p] && mine.ok == 1 && all[p].ok == 1;
-		/* ARP speaks with peers only; a pair whose keys cannot be made
-		 * (a MAC this CPU cannot run) goes over the next transport. */
-		if (ok[p] &&
-		    (xpi_dpdk_port_allow(t->port, all[p].ip) < 0 ||
-		     pair_keys(t, &t->peers[p], xpi_boot_key(boot), job_id, &mine, &all[p]) < 0))
+		/* ARP speaks with peers only. The pair itself is made on first
+		 * need (dpdk_peer_get): its MAC is one both CPUs run (GCM
+		 * only if both said so), so its keys fail only for want of
+		 * memory or of libsodium, which fails that pair then. */
+		if (ok[p] && xpi_dpdk_port_allow(t->port, all[p].ip) < 0)
 			ok[p] = 0;
 		if (ok[p]) {
-			peer_init(t, p, &all[p]);
+			/* Its TCP watcher is made with the pair, if TCP can
+			 * serve it (both ranks know alike: the selection). */
+			bool on_need = want[p] & XPI_WANT_CARRIED;
+			t->addrs[p] = (struct dpdk_addr){ .ip = all[p].ip,
+							  .epoch = all[p].epoch,
+							  .udp_port = all[p].udp_port,
+							  .auth = all[p].auth,
+							  .ok = true,
+							  .watched = on_need };
+			if (on_need)
+				ok[p] = XPI_OK_ON_NEED;
 			nok++;
 		}
 	}
@@ -403,8 +445,8 @@ static int dpdk_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 
 static bool all_acknowledged(const struct xpi_dpdk_tl *t)
 {
-	for (int p = 0; p < t->npeers; p++) {
-		const struct dpdk_peer *pr = &t->peers[p];
+	for (int i = 0; i < t->nmade; i++) {
+		const struct dpdk_peer *pr = t->peers[t->made[i]];
 		if (pr->up && !pr->dead &&
 		    (!xpi_dlist_empty(&pr->txq) || xpi_rel_tx_inflight(&pr->tx) != 0))
 			return false;
@@ -445,8 +487,8 @@ static void linger(struct xpi_dpdk_tl *t)
 static const char *auth_text(const struct xpi_dpdk_tl *t)
 {
 	const char *what = NULL;
-	for (int p = 0; p < t->npeers; p++) {
-		const struct dpdk_peer *pr = &t->peers[p];
+	for (int i = 0; i < t->nmade; i++) {
+		const struct dpdk_peer *pr = t->peers[t->made[i]];
 		if (!pr->up)
 			continue;
 		const char *w = !pr->auth                           ? "off" :
@@ -484,8 +526,9 @@ static void log_stats(const struct xpi_dpdk_tl *t)
 		(unsigned long long)t->drop.dropped, (unsigned long long)t->drop.reordered,
 		(unsigned long long)t->drop.duplicated, auth_text(t),
 		(unsigned long long)t->auth_failed, (unsigned long long)t->auth_replayed);
-	for (int p = 0; p < t->npeers; p++) {
-		const struct dpdk_peer *pr = &t->peers[p];
+	for (int i = 0; i < t->nmade; i++) {
+		int p = t->made[i];
+		const struct dpdk_peer *pr = t->peers[p];
 		if (!pr->up)
 			continue;
 		xpi_log(XPI_LOG_INFO,
@@ -514,8 +557,8 @@ void dpdk_destroy(void *tlp)
 	if (t->timer.heap_pos != 0)
 		xpi_timer_cancel(ctx, &t->timer);
 	t->closing = true;
-	for (int p = 0; p < t->npeers; p++) {
-		struct dpdk_peer *pr = &t->peers[p];
+	for (int i = 0; i < t->nmade; i++) {
+		struct dpdk_peer *pr = t->peers[t->made[i]];
 		if (!pr->up)
 			continue;
 		pr->dead = true;
@@ -536,10 +579,11 @@ void dpdk_destroy(void *tlp)
 		xpi_rel_rx_drop_all(&pr->rx, &dpdk_rel_rx_ops, pr);
 		dpdk_asm_reset(pr);
 	}
-	for (int p = 0; p < t->npeers; p++) {
-		xpi_dgram_key_clear(&t->peers[p].tx_key);
-		xpi_dgram_key_clear(&t->peers[p].rx_key);
+	for (int i = 0; i < t->nmade; i++) {
+		xpi_dgram_key_clear(&t->peers[t->made[i]]->tx_key);
+		xpi_dgram_key_clear(&t->peers[t->made[i]]->rx_key);
 	}
+	explicit_bzero(t->job_key, sizeof(t->job_key));
 	free(t->drop.held);
 	/* Rank 0 closes first, while the others wait in a barrier touching
 	 * nothing of their ports; then the others. A memif peer's driver
@@ -557,7 +601,11 @@ void dpdk_destroy(void *tlp)
 		t->free_pkts = (struct dpdk_pkt *)k->m;
 		free(k);
 	}
+	for (int i = 0; i < t->nmade; i++)
+		free(t->peers[t->made[i]]);
 	free(t->peers);
+	free(t->made);
+	free(t->addrs);
 	free(t);
 }
 

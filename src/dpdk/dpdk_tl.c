@@ -89,17 +89,19 @@ void dpdk_window_acked(struct dpdk_peer *pr, struct dpdk_rndv_tx *w, uint32_t by
 	dpdk_send_settle(pr, w);
 }
 
+/* @peer's pair, made on the first send to it; NULL: none agreed with it,
+ * or no memory to make it. */
 static struct dpdk_peer *peer_of(struct xpi_dpdk_tl *t, int peer)
 {
-	return &t->peers[peer];
+	return dpdk_peer_get(t, peer);
 }
 
 static int dpdk_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, const void *data)
 {
 	struct xpi_dpdk_tl *t = tlp;
 	struct dpdk_peer *pr = peer_of(t, peer);
-	if (pr->dead)
-		return -ECONNRESET;
+	if (pr == NULL || pr->dead)
+		return pr == NULL ? -ENOMEM : -ECONNRESET;
 	uint64_t cost = xpi_eager_cost(h->len);
 	if (h->len > XPI_DPDK_EAGER_MAX ||
 	    pr->eager_sent + cost - pr->peer_credit > t->credit_per_peer)
@@ -124,8 +126,8 @@ static int dpdk_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_re
 	(void)reg; /* the port copies from the buffer: no key needed */
 	struct xpi_dpdk_tl *t = tlp;
 	struct dpdk_peer *pr = peer_of(t, peer);
-	if (pr->dead)
-		return -ECONNRESET;
+	if (pr == NULL || pr->dead)
+		return pr == NULL ? -ENOMEM : -ECONNRESET;
 	struct xpi_frame f = {
 		.type = XPI_FRAME_RTS,
 		.comm = h->comm,
@@ -180,8 +182,8 @@ static void arm(struct xpi_dpdk_tl *t, int64_t when)
 static int dpdk_send_cancel(void *tlp, xp_request_t *sreq)
 {
 	struct xpi_dpdk_tl *t = tlp;
-	struct dpdk_peer *pr = peer_of(t, sreq->peer);
-	struct dpdk_rndv_tx *w = send_of(pr, sreq);
+	struct dpdk_peer *pr = t->peers[sreq->peer]; /* made: it holds the send */
+	struct dpdk_rndv_tx *w = pr != NULL ? send_of(pr, sreq) : NULL;
 	if (w == NULL || w->asked_for || w->taken_back)
 		return -EBUSY;
 	if (atomic_load(&sreq->rndv_state) == XPI_RNDV_ASKED)
@@ -209,9 +211,9 @@ static int dpdk_send_cancel(void *tlp, xp_request_t *sreq)
 static int64_t expire_asks(struct xpi_dpdk_tl *t, int64_t now)
 {
 	int64_t next = INT64_MAX;
-	for (int p = 0; p < t->npeers; p++) {
+	for (int i = 0; i < t->nmade; i++) {
 		struct xpi_dlink *pos;
-		xpi_dlist_for_each(pos, &t->peers[p].rts_out) {
+		xpi_dlist_for_each(pos, &t->peers[t->made[i]]->rts_out) {
 			struct dpdk_rndv_tx *w = xpi_container_of(pos, struct dpdk_rndv_tx, link);
 			xp_request_t *s = w->sreq;
 			if (w->taken_back || atomic_load(&s->rndv_state) != XPI_RNDV_ASKED)
@@ -233,8 +235,8 @@ static int dpdk_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap
 {
 	(void)dst_reg; /* the payload is copied in from the port's buffers */
 	struct xpi_dpdk_tl *t = tlp;
-	struct dpdk_peer *pr = peer_of(t, msg->u.key.src);
-	if (pr->dead)
+	struct dpdk_peer *pr = peer_of(t, msg->u.key.src); /* made: it sent @msg */
+	if (pr == NULL || pr->dead)
 		return -ECONNRESET;
 	struct dpdk_rndv_rx *x = calloc(1, sizeof(*x));
 	if (x == NULL) {
@@ -265,9 +267,9 @@ static int dpdk_rndv_abort(void *tlp, xp_request_t *rreq)
 {
 	struct xpi_dpdk_tl *t = tlp;
 	int src = rreq->status.source;
-	if (src < 0 || src >= t->npeers)
+	if (src < 0 || src >= t->npeers || t->peers[src] == NULL)
 		return -EBUSY;
-	struct dpdk_peer *pr = peer_of(t, src);
+	struct dpdk_peer *pr = t->peers[src];
 	struct xpi_dlink *pos;
 	xpi_dlist_for_each(pos, &pr->bulk_rx) {
 		struct dpdk_rndv_rx *x = xpi_container_of(pos, struct dpdk_rndv_rx, link);
@@ -304,8 +306,9 @@ static void return_credit(struct xpi_dpdk_tl *t)
 	if (t->ctx->eager_returned_total == t->credit_seen)
 		return;
 	t->credit_seen = t->ctx->eager_returned_total;
-	for (int p = 0; p < t->npeers; p++) {
-		struct dpdk_peer *pr = peer_of(t, p);
+	for (int i = 0; i < t->nmade; i++) {
+		int p = t->made[i];
+		struct dpdk_peer *pr = t->peers[p];
 		if (!pr->up || pr->dead || t->ctx->peers[p].tl_small != t->tl_index)
 			continue;
 		if (t->ctx->peers[p].eager_returned - pr->credit_told > t->credit_per_peer / 4) {
@@ -320,8 +323,9 @@ static void return_credit(struct xpi_dpdk_tl *t)
 static void watch_failures(struct xpi_dpdk_tl *t)
 {
 	t->nfailed_seen = t->ctx->nfailed;
-	for (int p = 0; p < t->npeers; p++) {
-		struct dpdk_peer *pr = peer_of(t, p);
+	for (int i = 0; i < t->nmade; i++) {
+		int p = t->made[i];
+		struct dpdk_peer *pr = t->peers[p];
 		if (pr->up && !pr->dead && t->ctx->peers[p].failed != 0)
 			dpdk_peer_fail(pr, t->ctx->peers[p].failed, NULL);
 	}
@@ -336,8 +340,8 @@ void dpdk_service(struct xpi_dpdk_tl *t, int64_t now)
 {
 	int64_t next = expire_asks(t, now);
 	bool backlog = false;
-	for (int p = 0; p < t->npeers; p++) {
-		struct dpdk_peer *pr = peer_of(t, p);
+	for (int i = 0; i < t->nmade; i++) {
+		struct dpdk_peer *pr = t->peers[t->made[i]];
 		if (!pr->up || pr->dead)
 			continue;
 		/* What the window lets go first (it carries our acknowledgement
@@ -388,6 +392,13 @@ static int dpdk_progress(void *tlp)
 	if (n == 0 && t->drop.held != NULL)
 		dpdk_drop_release(t);
 	t->in_rx = false;
+	/* Pairs made since (by a send or a datagram): their watchers too,
+	 * from here, where a watcher may report its peer lost. */
+	while (t->watch_next < t->nmade) {
+		int p = t->made[t->watch_next++];
+		if (t->addrs[p].watched)
+			xpi_engine_watch_peer(t->ctx, p);
+	}
 	if (t->ctx->nfailed != t->nfailed_seen)
 		watch_failures(t);
 	return_credit(t);
@@ -407,8 +418,8 @@ static int dpdk_progress(void *tlp)
 static bool dpdk_tx_pending(void *tlp)
 {
 	struct xpi_dpdk_tl *t = tlp;
-	for (int p = 0; p < t->npeers; p++) {
-		const struct dpdk_peer *pr = peer_of(t, p);
+	for (int i = 0; i < t->nmade; i++) {
+		const struct dpdk_peer *pr = t->peers[t->made[i]];
 		if (pr->up && !pr->dead && (!xpi_dlist_empty(&pr->txq) || pr->rx.unacked != 0))
 			return true;
 	}

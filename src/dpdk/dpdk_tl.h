@@ -157,7 +157,30 @@ struct xpi_dpdk_tl {
 	int npeers;
 	struct xpi_dpdk_port *port;
 	uint32_t epoch;
-	struct dpdk_peer *peers; /* by rank */
+	/* By rank: a pair's state, made on first need (dpdk_peer_get: the
+	 * first datagram to or from the peer), NULL until then; and the ranks
+	 * whose state is made, in the order they were, which the loops over
+	 * pairs visit, so a rank's cost grows with the peers it talks to. */
+	struct dpdk_peer **peers;
+	int *made;
+	int nmade;
+	/* made[watch_next..] have not had their watcher asked to make its
+	 * pair too (from progress: xpi_engine_watch_peer) yet. */
+	int watch_next;
+	/* By rank: what the address exchange said (dpdk_setup.c), and what
+	 * making a pair's keys needs later: the job key, the job's identity,
+	 * this rank's own authentication flags. */
+	struct dpdk_addr {
+		uint32_t ip, epoch;
+		uint16_t udp_port;
+		uint8_t auth; /* its XCHG_* flags */
+		bool ok;      /* agreed: a pair may be made */
+		bool watched; /* its watcher is made on first need too */
+	} * addrs;
+	uint8_t job_key[32];
+	uint8_t job_id[XPI_DPDK_JOB_ID_LEN];
+	bool has_job_id;
+	uint8_t my_auth;
 	struct xpi_rel_params rel;
 	uint64_t credit_per_peer;
 	uint64_t credit_seen;
@@ -185,6 +208,11 @@ static inline int64_t dpdk_clock(struct xpi_dpdk_tl *t)
 {
 	return xpi_engine_now(t->ctx);
 }
+
+/* dpdk_setup.c: rank @rank's pair, made now if it is not (the keys
+ * derived, the reliability's state set), or NULL if no pair was agreed
+ * with it or there was no memory. */
+struct dpdk_peer *dpdk_peer_get(struct xpi_dpdk_tl *t, int rank);
 
 /* dpdk_tx.c */
 int dpdk_queue_frame(struct dpdk_peer *pr, const struct xpi_frame *f, const void *payload,

@@ -37,6 +37,7 @@
 #include "rdma/rdma_tl.h"
 #include "mproc.h"
 #include "pattern.h"
+#include "ring_exchange.h"
 #include "tcp_test.h"
 #include "testutil.h"
 #include "tl_job.h"
@@ -111,17 +112,7 @@ static int ring_body(xp_context_t *ctx)
 	T_EQ(t->nqpns, 0);
 	T_EQ(tcp_pairs(ctx), 0);
 	int right = (me + 1) % n, left = (me + n - 1) % n;
-	uint8_t *out = malloc(BIG), *in = malloc(BIG);
-	T_CHECK(out != NULL && in != NULL);
-	for (int round = 0; round < 3; round++) {
-		size_t len = round == 1 ? BIG : 64; /* eager, rendezvous, eager */
-		fill(out, len, (uint32_t)(me * 16 + round));
-		xp_request_t *r;
-		T_OK(xp_irecv(w, in, len, left, 1, XP_TAG_EXACT, &r));
-		T_OK(xp_send(w, out, len, right, 1));
-		T_OK(xp_wait(&r, XP_TIMEOUT_DEFAULT, NULL));
-		T_OK(check(in, len, (uint32_t)(left * 16 + round)));
-	}
+	t_ring_exchange(w, BIG);
 	/* Our receive named the left neighbour, the right one's named us:
 	 * both pairs are made, and no other. */
 	double until = t_now_s() + 10;
@@ -140,8 +131,6 @@ static int ring_body(xp_context_t *ctx)
 	 * a token around the ring, twice, over the pairs made already. */
 	t_ring_token_twice(w, 4);
 	check_connected_to_theirs(ctx, t, left, right);
-	free(out);
-	free(in);
 	return 0;
 }
 
