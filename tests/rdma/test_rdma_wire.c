@@ -19,6 +19,12 @@
  *                           every message arrives intact and in order, and
  *                           every pair ends with one QP each side, each
  *                           connected to the other's
+ *   test_rdma_wire first    3 ranks: what the first message between ranks
+ *                           1 and 2 costs (their QPs made and their numbers
+ *                           traded over a tcp pair made for it) beside the
+ *                           next ones, printed for the record (the
+ *                           out-of-band barriers between rounds go through
+ *                           rank 0, so they make no pair of 1 and 2)
  *   test_rdma_wire dead     rank 2 exits (no goodbye) before anyone talked
  *                           to it: rank 0's first send to it fails naming
  *                           rank 2, long before its deadline, and rank 0
@@ -172,6 +178,39 @@ static int crowd_body(xp_context_t *ctx)
 	return 0;
 }
 
+static int first_body(xp_context_t *ctx)
+{
+	xp_comm_t *w = xp_comm_world(ctx);
+	int me = xp_rank(ctx), other = 3 - me;
+	struct xpi_rdma_tl *t = rdma_of(ctx);
+	double lat[8];
+	for (int i = 0; i < 8; i++) {
+		T_OK(xp_oob_barrier(ctx));
+		if (me == 0)
+			continue;
+		if (i == 0)
+			T_EQ(t->peers[other].wstate, RW_IDLE);
+		uint64_t v = (uint64_t)i;
+		double t0 = t_now_s();
+		if (me == 1) {
+			T_OK(xp_send(w, &v, sizeof(v), 2, 3));
+			T_OK(xp_recv(w, &v, sizeof(v), 2, 3, XP_TAG_EXACT, NULL));
+		} else {
+			T_OK(xp_recv(w, &v, sizeof(v), 1, 3, XP_TAG_EXACT, NULL));
+			T_OK(xp_send(w, &v, sizeof(v), 1, 3));
+		}
+		lat[i] = (t_now_s() - t0) * 1e6;
+		T_EQ(v, (uint64_t)i);
+		T_CHECK(t->peers[other].up);
+	}
+	if (me == 1)
+		fprintf(stderr,
+			"   rdma round trip with a new pair %.0f us, then %.0f %.0f %.0f us (the "
+			"pair made by the first)\n",
+			lat[0], lat[1], lat[2], lat[3]);
+	return 0;
+}
+
 static int dead_body(xp_context_t *ctx)
 {
 	xp_comm_t *w = xp_comm_world(ctx);
@@ -206,7 +245,7 @@ static int dead_body(xp_context_t *ctx)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s ring|bulk|crowd|dead\n", argv[0]);
+		fprintf(stderr, "usage: %s ring|bulk|crowd|first|dead\n", argv[0]);
 		return 2;
 	}
 	if (getenv("XP_LAB") == NULL && access("/sys/class/infiniband", F_OK) != 0) {
@@ -221,6 +260,8 @@ int main(int argc, char **argv)
 		return tl_job_run("rdma,tcp", CROWD_RANKS, crowd_body, 300);
 	if (strcmp(argv[1], "dead") == 0)
 		return tl_job_run("rdma,tcp", 3, dead_body, 120);
-	fprintf(stderr, "usage: %s ring|bulk|crowd|dead\n", argv[0]);
+	if (strcmp(argv[1], "first") == 0)
+		return tl_job_run("rdma,tcp", 3, first_body, 120);
+	fprintf(stderr, "usage: %s ring|bulk|crowd|first|dead\n", argv[0]);
 	return 2;
 }
