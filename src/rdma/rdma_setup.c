@@ -165,12 +165,15 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 	}
 	rc = rdma_small_setup(t);
 	if (rc < 0) {
-		warn_once(ctx, rc == -ENOBUFS ? "the buffer pool cannot fill the shared receive "
-						"queue (raise XP_POOL_MAX_BYTES)" :
-						"the shared receive queue could not be set up");
+		warn_once(ctx, "the shared receive queue could not be set up");
 		return rc;
 	}
-	int cqe = (ctx->size + 1) * (int)XPI_RDMA_SQ_DEPTH + (int)t->srq_depth;
+	/* Room for the completions of the QPs made now and the self QP; the
+	 * CQ grows as pairs are made on first need (rdma_cq_fit). */
+	int nnow = 0;
+	for (int p = 0; p < ctx->size; p++)
+		nnow += p != ctx->rank && want[p] && (t->cm != NULL || !on_need(ctx, want, p));
+	int cqe = (nnow + 1) * (int)XPI_RDMA_SQ_DEPTH + (int)t->srq_depth;
 	if (cqe > t->dev.attr.max_cqe)
 		cqe = t->dev.attr.max_cqe;
 	t->cq = ibv_create_cq(t->dev.ctx, cqe, t, t->chan, 0);
@@ -497,11 +500,24 @@ static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 		if (rc == 0) {
 			ctx->sideband[XPI_TL_RDMA] = (struct xpi_sideband){ rdma_wire_take, t };
 			/* Now that the pool is registered with us, its buffers
-			 * can go to the SRQ. A peer that sends before then is
-			 * told RNR and retries; it cannot have sent more than
-			 * its window. Failing here fails the job (the context
-			 * owns the transport now and destroys it). */
-			rc = rdma_small_fill(t);
+			 * can go to the SRQ: the windows of the pairs made now,
+			 * and as many as XPI_RDMA_SRQ_TARGET asks, which holds
+			 * every window of a job of up to 42 peers (all of them,
+			 * as before pairs were made on first need); beyond, the
+			 * SRQ grows as pairs are made (rdma_wire.c). Taken now,
+			 * before the transports attached after this one share
+			 * the pool's class out. A peer that sends before then is
+			 * told RNR and retries; it cannot have sent more than its
+			 * window. Failing here fails the job (the context owns
+			 * the transport now and destroys it). */
+			t->srq_promised =
+				XPI_RDMA_REPOST_BATCH + (uint32_t)t->nqpns * (t->window + 2);
+			uint32_t first = XPI_RDMA_SRQ_TARGET + XPI_RDMA_REPOST_BATCH;
+			first = first > t->srq_promised ? first : t->srq_promised;
+			rc = rdma_small_grow(t, first < t->srq_depth ? first : t->srq_depth);
+			if (rc == -ENOBUFS)
+				warn_once(ctx, "the buffer pool cannot fill the shared receive "
+					       "queue (raise XP_POOL_MAX_BYTES)");
 			if (rc == 0 && xpi_debug_on("transport"))
 				xpi_log(XPI_LOG_INFO,
 					"rank %d: rdma on %s port %u (gid index %u, mtu %d, window "

@@ -47,12 +47,9 @@ int rdma_small_setup(struct xpi_rdma_tl *t)
 	if (t->rx_hdrs_mr == NULL)
 		return xpi_rdma_fail_errno("registering the receive headers", "ibv_reg_mr",
 					   t->dev.name, NULL);
-	/* The buffers now, before the window is promised to the peers: the
-	 * window is what the queue holds. Posted once the pool is
-	 * registered with us (rdma_small_fill). */
-	for (uint32_t i = 0; i < t->srq_depth; i++)
-		if (xpi_pool_get(t->ctx->pool, XPI_RDMA_RX_BUF, &t->rx_bufs[i]) < 0)
-			return -ENOBUFS;
+	/* The buffers come as pairs are made (rdma_small_grow): a rank pins
+	 * 16 KiB per entry of the windows of the peers it talks to, not of
+	 * every peer of the job (at 1,000 peers, 94 MiB). */
 	return 0;
 }
 
@@ -111,11 +108,22 @@ void rdma_small_repost(struct xpi_rdma_tl *t)
 		post_unposted(t);
 }
 
-int rdma_small_fill(struct xpi_rdma_tl *t)
+int rdma_small_grow(struct xpi_rdma_tl *t, uint32_t n)
 {
-	for (uint32_t i = 0; i < t->srq_depth; i++)
-		t->rx_unposted[t->nrx_unposted++] = t->srq_depth - 1 - i;
-	return post_unposted(t);
+	if (n > t->srq_depth - t->srq_filled)
+		return -ENOSPC; /* more than the windows promised: never */
+	int rc = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t slot = t->srq_filled;
+		if (xpi_pool_get(t->ctx->pool, XPI_RDMA_RX_BUF, &t->rx_bufs[slot]) < 0) {
+			rc = -ENOBUFS;
+			break;
+		}
+		t->srq_filled++;
+		t->rx_unposted[t->nrx_unposted++] = slot;
+	}
+	int prc = post_unposted(t);
+	return rc < 0 ? rc : prc;
 }
 
 void rdma_small_fini(struct xpi_rdma_tl *t)

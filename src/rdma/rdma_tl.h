@@ -241,7 +241,9 @@ struct xpi_rdma_tl {
 	/* The shared receive queue: per entry (slot) a header and a pool
 	 * buffer. */
 	struct ibv_srq *srq;
-	uint32_t srq_depth;
+	uint32_t srq_depth;    /* entries it may hold: every wanted peer's window */
+	uint32_t srq_filled;   /* entries given a buffer, slots [0, srq_filled) */
+	uint32_t srq_promised; /* what the windows of the pairs made need */
 	uint8_t *rx_hdrs;
 	struct ibv_mr *rx_hdrs_mr;
 	struct xp_buf **rx_bufs;
@@ -294,7 +296,11 @@ void rdma_got_fin(struct xpi_rdma_tl *t, int peer, uint32_t imm);
 
 /* rdma_small.c */
 int rdma_small_setup(struct xpi_rdma_tl *t); /* the SRQ; before the QPs */
-int rdma_small_fill(struct xpi_rdma_tl *t);  /* posts its entries: once the pool is ours */
+/* Gives the SRQ @n more entries, each with a pool buffer, and posts them:
+ * a pair's window (and two CREDIT frames) before the pair may send, once
+ * the pool is registered with us. 0, -ENOBUFS (the pool is dry: the
+ * entries got so far stay), or the failed post's code. */
+int rdma_small_grow(struct xpi_rdma_tl *t, uint32_t n);
 void rdma_small_fini(struct xpi_rdma_tl *t); /* after the QPs are gone */
 int rdma_send_eager(void *tl, int peer, const struct xpi_msg_hdr *h, const void *data);
 int rdma_send_rts(void *tl, int peer, const struct xpi_msg_hdr *h, xp_request_t *sreq,
@@ -328,6 +334,9 @@ void rdma_wire_progress(struct xpi_rdma_tl *t);
 void rdma_wire_heard(struct xpi_rdma_tl *t, int peer);
 /* Adds @peer's QP to t->qpns, keeping it sorted. */
 void rdma_qpn_add(struct xpi_rdma_tl *t, int peer);
+/* Grows the CQ, if it must, to hold the completions of @nqps QPs' send
+ * queues, the self QP's and the SRQ's. 0 or a negative code. */
+int rdma_cq_fit(struct xpi_rdma_tl *t, int nqps);
 
 /* rdma_bulk.c: the transport's side of losing @peer: its QP failed (@why
  * says how, for the engine) or another lane lost it (@why NULL). */

@@ -93,14 +93,51 @@ static int make_qp(struct xpi_rdma_tl *t, int peer)
 	return 0;
 }
 
-/* Connects our QP to the peer's QP @qpn (first packet @psn). */
+int rdma_cq_fit(struct xpi_rdma_tl *t, int nqps)
+{
+	int64_t need = (int64_t)(nqps + 1) * XPI_RDMA_SQ_DEPTH + t->srq_depth;
+	if (need > t->dev.attr.max_cqe)
+		need = t->dev.attr.max_cqe; /* as big as the device allows */
+	if (t->cq->cqe >= need)
+		return 0;
+	/* Doubling: a job that talks to many peers resizes log(N) times. */
+	int64_t want = 2 * (int64_t)t->cq->cqe > need ? 2 * (int64_t)t->cq->cqe : need;
+	if (want > t->dev.attr.max_cqe)
+		want = t->dev.attr.max_cqe;
+	int rc = ibv_resize_cq(t->cq, (int)want);
+	if (rc != 0)
+		return xpi_rdma_fail_pos(rc, "growing the completion queue", "ibv_resize_cq",
+					 t->dev.name, NULL);
+	/* What a wait for a claim keeps: never more than the CQ holds. */
+	struct ibv_wc *b = realloc(t->backlog, (size_t)t->cq->cqe * sizeof(*b));
+	if (b == NULL)
+		return -ENOMEM;
+	t->backlog = b;
+	t->backlog_cap = (uint32_t)t->cq->cqe;
+	return 0;
+}
+
+/* Connects our QP to the peer's QP @qpn (first packet @psn), once the SRQ
+ * has room for the window we promised it and the CQ for its completions:
+ * the peer may send as soon as it hears we connected. */
 static int connect_qp(struct xpi_rdma_tl *t, int peer, uint32_t qpn, uint32_t psn)
 {
 	struct rdma_peer *p = &t->peers[peer];
 	p->remote.qpn = qpn;
 	p->remote.psn = psn;
+	int rc = rdma_cq_fit(t, t->nqpns + 1);
+	t->srq_promised += t->window + 2;
+	if (rc == 0 && t->srq_promised > t->srq_filled)
+		rc = rdma_small_grow(t, t->srq_promised - t->srq_filled);
+	if (rc == -ENOBUFS)
+		xpi_log(XPI_LOG_WARN,
+			"rank %d: rdma to rank %d: the buffer pool cannot give the shared receive "
+			"queue its window (raise XP_POOL_MAX_BYTES)",
+			t->ctx->rank, peer);
+	if (rc < 0)
+		return rc;
 	char why[XPI_RDMA_WHY_LEN];
-	int rc = xpi_rdma_qp_connect(&t->dev, p->qp, p->psn, &p->remote, why);
+	rc = xpi_rdma_qp_connect(&t->dev, p->qp, p->psn, &p->remote, why);
 	if (rc < 0) {
 		xpi_log(XPI_LOG_WARN, "rank %d: rdma to rank %d: %s", t->ctx->rank, peer, why);
 		return rc;

@@ -6,7 +6,9 @@
  *   test_rdma_wire ring     XP_TRANSPORTS=rdma,tcp, 5 ranks: after xp_init
  *                           no rank has a queue pair or a tcp pair; a ring
  *                           exchange (eager and rendezvous, checked) makes
- *                           exactly the two with the neighbours, each
+ *                           exactly the two with the neighbours (and
+ *                           promises the shared receive queue their two
+ *                           windows only), each
  *                           connected to the neighbour's own QP for us
  *                           (their numbers traded out of band afterwards),
  *                           and the tcp pairs that carried their numbers
@@ -117,6 +119,9 @@ static int ring_body(xp_context_t *ctx)
 	T_EQ(pairs_in(t, RW_IDLE), n - 1);
 	T_EQ(t->nqpns, 0);
 	T_EQ(tcp_pairs(ctx), 0);
+	/* The shared receive queue is promised the windows of the pairs made
+	 * only (its buffers are given up to XPI_RDMA_SRQ_TARGET at once). */
+	T_EQ(t->srq_promised, XPI_RDMA_REPOST_BATCH);
 	int right = (me + 1) % n, left = (me + n - 1) % n;
 	t_ring_exchange(w, BIG);
 	/* Our receive named the left neighbour, the right one's named us:
@@ -130,6 +135,8 @@ static int ring_body(xp_context_t *ctx)
 	T_EQ(pairs_in(t, RW_IDLE), n - 3);
 	T_EQ(t->nqpns, 2);
 	T_EQ(tcp_pairs(ctx), 2); /* the carriers, which watch the neighbours now */
+	T_EQ(t->srq_promised, XPI_RDMA_REPOST_BATCH + 2 * (t->window + 2));
+	T_CHECK(t->srq_filled >= t->srq_promised);
 	fprintf(stderr, "   rank %d: rdma pairs with ranks %d and %d only (QPs %u, %u)\n", me, left,
 		right, t->peers[left].qp->qp_num, t->peers[right].qp->qp_num);
 	/* Everyone has counted before anyone goes on to the gather, whose
