@@ -328,12 +328,6 @@ struct xp_context {
 	uint64_t eager_returned_total; /* owner: sum of the peers' eager_returned */
 	struct xpi_tl_slot tls[XPI_MAX_TL];
 	int ntls;
-	/* Who takes the sideband messages (transport.h, sideband_send) that
-	 * arrive for a transport type: set by that transport when it attaches. */
-	struct xpi_sideband {
-		void (*take)(void *tl, int peer, const uint8_t *data, size_t len);
-		void *tl;
-	} sideband[XPI_SIDEBAND_TYPES];
 	/* The transports are being destroyed (last to first): a lost peer is
 	 * no longer reported to them, some may be gone already. */
 	bool tls_closing;
@@ -411,6 +405,13 @@ struct xp_context {
 	/* Sleeps (xpi_engine_sleep), and those an event ended before their
 	 * bound: for tests of who wakes a sleeper. */
 	_Atomic uint64_t st_sleeps, st_sleep_events;
+	/* Who takes the sideband messages (transport.h, sideband_send) that
+	 * arrive for a transport type: set by that transport when it attaches.
+	 * Last: off the lines the hot path reads. */
+	struct xpi_sideband {
+		void (*take)(void *tl, int peer, const uint8_t *data, size_t len);
+		void *tl;
+	} sideband[XPI_SIDEBAND_TYPES];
 };
 
 /* --- context --- */
