@@ -21,6 +21,14 @@ static inline struct xpi_tcp *tcp_of(xp_context_t *ctx)
 	T_FAIL("rank %d has no TCP transport", ctx->rank);
 }
 
+/* Where @ctx's TCP pair with @peer stands: TW_IDLE if nothing of it was
+ * ever made (its state is made on first need too). */
+static inline int tcp_wstate(xp_context_t *ctx, int peer)
+{
+	const struct tcp_conn *c = tcp_conn_at(tcp_of(ctx), peer);
+	return c != NULL ? c->wstate : TW_IDLE;
+}
+
 /*
  * Makes @ctx's TCP pair with @peer and returns once both its connections
  * exist, for a test that reaches into their sockets: pairs are made on
@@ -30,7 +38,8 @@ static inline struct xpi_tcp *tcp_of(xp_context_t *ctx)
  */
 static inline struct tcp_conn *tcp_pair_made(xp_context_t *ctx, int peer)
 {
-	struct tcp_conn *c = &tcp_of(ctx)->conns[peer];
+	struct tcp_conn *c = tcp_conn_get(tcp_of(ctx), peer);
+	T_CHECK(c != NULL);
 	xp_request_t *r;
 	uint8_t none;
 	/* A tag no test uses: cancelled once the pair is made. */

@@ -247,7 +247,8 @@ static int kill_rank0(xp_context_t *ctx, struct kill_shared *sh)
 static int kill_rank1(xp_context_t *ctx, struct kill_shared *sh)
 {
 	xp_comm_t *w = xp_comm_world(ctx);
-	struct tcp_conn *c0 = &tcp_of(ctx)->conns[0];
+	struct tcp_conn *c0 = tcp_conn_get(tcp_of(ctx), 0);
+	T_CHECK(c0 != NULL);
 	uint8_t *sbig =
 		mmap(NULL, BIG, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	uint8_t *rback = malloc(BACK_CAP), *early = malloc(EARLY_RNDV_LEN);
@@ -797,7 +798,7 @@ static int setup_body(int rank, void *arg)
 	const char *kind = arg;
 	xp_context_t *ctx = t_start_rank(rank);
 	struct xpi_tcp *t = tcp_of(ctx);
-	T_EQ(t->conns[1 - rank].wstate, TW_IDLE); /* nothing made yet */
+	T_EQ(tcp_wstate(ctx, 1 - rank), TW_IDLE); /* nothing made yet */
 	/* The peer's listener, from the addresses xp_init swapped (an
 	 * out-of-band exchange now would make the pair: it goes over it). */
 	struct sockaddr_storage peer;
@@ -815,7 +816,7 @@ static int setup_body(int rank, void *arg)
 	/* Both ranks left xp_init together (its last step is collective):
 	 * a moment more and both strangers are queued. */
 	usleep(200000);
-	T_EQ(t->conns[1 - rank].wstate, TW_IDLE);
+	T_EQ(tcp_wstate(ctx, 1 - rank), TW_IDLE);
 	int64_t t0 = now_ms();
 	pingpong(xp_comm_world(ctx), rank, 1 - rank, TAG_PP);
 	int64_t el = now_ms() - t0;

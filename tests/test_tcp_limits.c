@@ -116,8 +116,10 @@ static int zc_body(int rank, void *arg)
 		/* On loopback the kernel copies anyway, and after a few such
 		 * reports the transport stops asking for zero-copy: ask again,
 		 * as a NIC that does not copy would keep it on. */
-		t->conns[1 - rank].zc = true;
-		t->conns[1 - rank].zc_copied_run = 0;
+		struct tcp_conn *c = tcp_conn_get(t, 1 - rank);
+		T_CHECK(c != NULL);
+		c->zc = true;
+		c->zc_copied_run = 0;
 		for (unsigned i = 0; i < ZC_MSGS; i++) {
 			size_t len = zc_len(round, i);
 			if (rank == 0) {

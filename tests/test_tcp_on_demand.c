@@ -2,9 +2,10 @@
 /*
  * TCP pairs made on first need (src/tcp/tcp_wire.c), between real processes
  * on loopback:
- *  - ring:    after xp_init no rank has a pair; a ring exchange makes
- *             exactly the pairs with the two neighbours (the descriptors
- *             grow by their four sockets), and no other;
+ *  - ring:    after xp_init no rank has a pair, nor any pair's state; a
+ *             ring exchange makes exactly the pairs with the two
+ *             neighbours (the descriptors grow by their four sockets, the
+ *             state is made for those two), and no other;
  *  - crowd:   every rank sends to every other at the same moment, so both
  *             ranks of every pair start connecting at once, several rounds:
  *             each pair ends with one set of connections on both sides,
@@ -39,10 +40,19 @@ int main(void)
 /* Pairs of @ctx's TCP transport in state @s. */
 static int pairs_in(xp_context_t *ctx, int s)
 {
+	int n = 0;
+	for (int p = 0; p < ctx->size; p++)
+		n += p != ctx->rank && tcp_wstate(ctx, p) == s;
+	return n;
+}
+
+/* Pairs whose state @ctx's TCP transport made (on their first need). */
+static int states_made(xp_context_t *ctx)
+{
 	struct xpi_tcp *t = tcp_of(ctx);
 	int n = 0;
 	for (int p = 0; p < ctx->size; p++)
-		n += p != ctx->rank && t->conns[p].wstate == s;
+		n += tcp_conn_at(t, p) != NULL;
 	return n;
 }
 
@@ -54,6 +64,7 @@ static int ring_body(int rank, void *arg)
 	int n = xp_size(ctx);
 	T_EQ(pairs_in(ctx, TW_READY), 0);
 	T_EQ(pairs_in(ctx, TW_IDLE), n - 1);
+	T_EQ(states_made(ctx), 0);
 	int fds0 = t_count_fds();
 	int right = (rank + 1) % n, left = (rank + n - 1) % n;
 	for (int round = 0; round < 3; round++) {
@@ -64,16 +75,16 @@ static int ring_body(int rank, void *arg)
 		T_OK(xp_wait(&r, XP_TIMEOUT_DEFAULT, NULL));
 		T_EQ(in, (uint64_t)left << 8 | (uint64_t)round);
 	}
-	struct xpi_tcp *t = tcp_of(ctx);
 	/* Our receive named the left neighbour, and the right one's named us:
 	 * both pairs are made (or being made by the other side), no other. */
 	double until = t_now_s() + 10;
-	while (t->conns[left].wstate != TW_READY || t->conns[right].wstate != TW_READY) {
+	while (tcp_wstate(ctx, left) != TW_READY || tcp_wstate(ctx, right) != TW_READY) {
 		T_CHECK(t_now_s() < until);
 		(void)xp_progress(ctx);
 	}
 	T_EQ(pairs_in(ctx, TW_READY), 2);
 	T_EQ(pairs_in(ctx, TW_IDLE), n - 3);
+	T_EQ(states_made(ctx), 2); /* and no other pair's state */
 	int fds1 = t_count_fds();
 	fprintf(stderr, "   rank %d: %d descriptors after xp_init, %d after the ring\n", rank, fds0,
 		fds1);
@@ -123,7 +134,7 @@ static int crowd_body(int rank, void *arg)
 	struct xpi_tcp *t = tcp_of(ctx);
 	for (int p = 0; p < n; p++)
 		if (p != rank)
-			T_CHECK(t->conns[p].w_ctl < 0 && t->conns[p].w_bulk < 0);
+			T_CHECK(t->conns[p]->w_ctl < 0 && t->conns[p]->w_bulk < 0);
 	T_EQ(t->nlinked, n - 1);
 	xp_finalize(ctx);
 	return 0;

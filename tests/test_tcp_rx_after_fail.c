@@ -54,7 +54,8 @@ static int queued(int fd)
 static int rank0(xp_context_t *ctx)
 {
 	xp_comm_t *w = xp_comm_world(ctx);
-	struct tcp_conn *c = &tcp_of(ctx)->conns[1];
+	struct tcp_conn *c = tcp_conn_get(tcp_of(ctx), 1);
+	T_CHECK(c != NULL);
 	uint8_t *buf = malloc(BIG);
 	T_CHECK(buf != NULL);
 	xp_request_t *r;
@@ -104,7 +105,8 @@ static int rank0(xp_context_t *ctx)
 static int rank1(xp_context_t *ctx)
 {
 	xp_comm_t *w = xp_comm_world(ctx);
-	struct tcp_conn *c = &tcp_of(ctx)->conns[0];
+	struct tcp_conn *c = tcp_conn_get(tcp_of(ctx), 0);
+	T_CHECK(c != NULL);
 	uint8_t *big = calloc(1, BIG);
 	T_CHECK(big != NULL);
 	xp_request_t *s;

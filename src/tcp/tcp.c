@@ -85,9 +85,10 @@ static void conn_lost(struct xpi_tcp *t, struct tcp_conn *c)
 static void tcp_peer_lost(void *tlp, int peer)
 {
 	struct xpi_tcp *t = tlp;
-	if (peer < t->nconn) {
-		tcp_wire_peer_lost(t, &t->conns[peer]);
-		conn_lost(t, &t->conns[peer]);
+	struct tcp_conn *c = peer < t->nconn ? tcp_conn_at(t, peer) : NULL;
+	if (c != NULL) { /* else nothing was ever made with it */
+		tcp_wire_peer_lost(t, c);
+		conn_lost(t, c);
 	}
 }
 
@@ -105,27 +106,36 @@ void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
 	conn_lost(c->tcp, c);
 }
 
+/* The pair of @peer, whose state exists: something of it is in flight. */
 static struct tcp_conn *conn_of(struct xpi_tcp *t, int peer)
 {
-	return &t->conns[peer];
+	return tcp_conn_at(t, peer);
+}
+
+/* The first need of @peer's pair (or a pair lost): makes its state if it
+ * has none and starts making the pair (tcp_wire_need). */
+static int conn_need(struct xpi_tcp *t, int peer)
+{
+	struct tcp_conn *c = tcp_conn_get(t, peer);
+	return c != NULL ? tcp_wire_need(t, c) : -ENOMEM;
 }
 
 static void tcp_peer_wanted(void *tlp, int peer)
 {
 	struct xpi_tcp *t = tlp;
-	struct tcp_conn *c = conn_of(t, peer);
-	if (t->want[peer] && c->wstate == TW_IDLE && !c->dead)
-		(void)tcp_wire_need(t, c);
+	struct tcp_conn *c = tcp_conn_at(t, peer);
+	if (t->want[peer] && (c == NULL || (c->wstate == TW_IDLE && !c->dead)))
+		(void)conn_need(t, peer);
 }
 
 static int tcp_sideband_send(void *tlp, int peer, uint8_t type, const void *data, size_t len)
 {
 	struct xpi_tcp *t = tlp;
-	struct tcp_conn *c = conn_of(t, peer);
+	struct tcp_conn *c = tcp_conn_at(t, peer);
 	if (len == 0 || len > XPI_SIDEBAND_MAX)
 		return -EINVAL;
-	if (c->wstate != TW_READY || c->dead)
-		return tcp_wire_need(t, c);
+	if (c == NULL || c->wstate != TW_READY || c->dead)
+		return conn_need(t, peer);
 	struct xpi_frame f = { .type = XPI_FRAME_SIDEBAND,
 			       .payload_len = (uint32_t)len,
 			       .comm = type };
@@ -140,9 +150,9 @@ static int tcp_sideband_send(void *tlp, int peer, uint8_t type, const void *data
 static int tcp_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, const void *data)
 {
 	struct xpi_tcp *t = tlp;
-	struct tcp_conn *c = conn_of(t, peer);
-	if (xpi_unlikely(c->wstate != TW_READY || c->dead))
-		return tcp_wire_need(t, c); /* the first message to it, or lost */
+	struct tcp_conn *c = tcp_conn_at(t, peer);
+	if (xpi_unlikely(c == NULL || c->wstate != TW_READY || c->dead))
+		return conn_need(t, peer); /* the first message to it, or lost */
 	uint64_t cost = xpi_eager_cost(h->len);
 	if (h->len > XPI_TCP_EAGER_SEND_MAX ||
 	    c->eager_sent + cost - c->peer_credit > t->credit_per_peer)
@@ -169,9 +179,9 @@ static int tcp_send_rts(void *tlp, int peer, const struct xpi_msg_hdr *h, xp_req
 {
 	(void)reg; /* TCP reads the buffer through the kernel: no key needed */
 	struct xpi_tcp *t = tlp;
-	struct tcp_conn *c = conn_of(t, peer);
-	if (xpi_unlikely(c->wstate != TW_READY || c->dead))
-		return tcp_wire_need(t, c);
+	struct tcp_conn *c = tcp_conn_at(t, peer);
+	if (xpi_unlikely(c == NULL || c->wstate != TW_READY || c->dead))
+		return conn_need(t, peer);
 	struct xpi_frame f = {
 		.type = XPI_FRAME_RTS,
 		.comm = h->comm,
@@ -218,6 +228,8 @@ static int tcp_send_cancel(void *tlp, xp_request_t *sreq)
 	struct xpi_tcp *t = tlp;
 	struct xpi_dlink *pos;
 	struct tcp_conn *c = conn_of(t, sreq->peer);
+	if (c == NULL)
+		return -EBUSY; /* never announced here: nothing of ours holds it */
 	xpi_dlist_for_each(pos, &c->rts_out) {
 		if (pos != &sreq->tl_link)
 			continue;
@@ -264,9 +276,9 @@ void tcp_ask_timer_fire(struct xp_context *ctx, struct xpi_timer *timer)
 {
 	struct xpi_tcp *t = xpi_container_of(timer, struct xpi_tcp, ask_timer);
 	int64_t now = xpi_now_ns(), next = INT64_MAX;
-	for (int p = 0; p < t->nconn; p++) {
+	for (int i = 0; i < t->nlinked; i++) {
 		struct xpi_dlink *pos;
-		xpi_dlist_for_each(pos, &t->conns[p].rts_out) {
+		xpi_dlist_for_each(pos, &conn_of(t, t->linked[i])->rts_out) {
 			xp_request_t *s = xpi_container_of(pos, xp_request_t, tl_link);
 			if (atomic_load(&s->rndv_state) != XPI_RNDV_ASKED)
 				continue;
@@ -347,7 +359,7 @@ static int tcp_rndv_abort(void *tlp, xp_request_t *rreq)
 {
 	struct xpi_tcp *t = tlp;
 	int src = rreq->status.source;
-	if (src < 0 || src >= t->nconn)
+	if (src < 0 || src >= t->nconn || conn_of(t, src) == NULL)
 		return -EBUSY;
 	struct tcp_conn *c = conn_of(t, src);
 	struct xpi_dlink *pos;
@@ -387,7 +399,7 @@ static void handle_cqe(struct xpi_tcp *t, const struct io_uring_cqe *cqe)
 		tcp_wire_listen_cqe(t, cqe->res, cqe->flags);
 		return;
 	}
-	if (op == TCP_OP_CANCEL || peer >= t->nconn)
+	if (op == TCP_OP_CANCEL || peer >= t->nconn || conn_of(t, peer) == NULL)
 		return;
 	struct tcp_conn *c = conn_of(t, peer);
 	if (op == TCP_OP_SEND_BULK_ZC) {

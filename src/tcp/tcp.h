@@ -231,8 +231,12 @@ struct xpi_tcp {
 	int ntransient;                /* pairs being made (TW_OUT, TW_IN, TW_WAIT_IN) */
 	unsigned long refused;
 	bool listen_armed;
-	struct xpi_timer wire_timer;         /* the earliest deadline of what is being made */
-	struct tcp_conn *conns;              /* by rank; conns[rank of this process] unused */
+	struct xpi_timer wire_timer; /* the earliest deadline of what is being made */
+	/* By rank: a pair's state, made when the pair is first needed
+	 * (tcp_conn_get: a send, a receive naming the peer, a connection
+	 * from it), NULL until then, so a rank's memory grows with the peers
+	 * it talks to (1.6 KiB each), not with the job. */
+	struct tcp_conn **conns;
 	int listen_fd;                       /* open for the job's life: pairs are made on need */
 	struct sockaddr_storage listen_addr; /* where it listened */
 	uint64_t credit_per_peer;
@@ -314,6 +318,13 @@ bool tcp_bulk_rx_in_user(const struct tcp_conn *c, const struct tcp_bulk_rx *x);
 void tcp_bulk_received_dead(struct tcp_conn *c);
 
 /* tcp_setup.c */
+/* @peer's pair state, made now if it is not; NULL: no memory. */
+struct tcp_conn *tcp_conn_get(struct xpi_tcp *t, int peer);
+/* @peer's pair state if it was ever made, else NULL. */
+static inline struct tcp_conn *tcp_conn_at(const struct xpi_tcp *t, int peer)
+{
+	return t->conns[peer];
+}
 int tcp_card_parse(const uint8_t card[XPI_TCP_CARD_LEN], struct sockaddr_storage *ss,
 		   socklen_t *len);
 /* The pair of @c has both connections: tunes them and readies @c to serve

@@ -281,19 +281,6 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	int rc = -ENOMEM;
 	if (t->conns == NULL || t->held == NULL || t->drop == NULL || t->linked == NULL)
 		goto fail;
-	for (int p = 0; p < ctx->size; p++) {
-		struct tcp_conn *c = &t->conns[p];
-		c->tcp = t;
-		c->gen = 1;
-		c->peer = p;
-		c->fd_ctl = c->fd_bulk = -1;
-		c->w_ctl = c->w_bulk = -1;
-		xpi_dlist_init(&c->rts_out);
-		xpi_dlist_init(&c->bulk_tx);
-		xpi_dlist_init(&c->zc_wait);
-		c->bulk_zc_slot = -1;
-		xpi_dlist_init(&c->bulk_rx);
-	}
 	rc = tcp_ring_init(t, 64 + 4 * (unsigned)ctx->size);
 	if (rc < 0)
 		goto fail;
@@ -310,8 +297,13 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 	 * made on first need (XPI_WANT_ON_NEED), whose sideband messages make
 	 * this one first. */
 	for (int p = ctx->rank + 1; p < ctx->size; p++)
-		if (want[p] == XPI_WANT_WATCH)
-			(void)tcp_wire_need(t, &t->conns[p]);
+		if (want[p] == XPI_WANT_WATCH) {
+			struct tcp_conn *c = tcp_conn_get(t, p);
+			rc = c != NULL ? 0 : -ENOMEM;
+			if (rc < 0)
+				goto fail;
+			(void)tcp_wire_need(t, c);
+		}
 	io_uring_submit(&t->ring);
 	t->tl_index = ctx->ntls;
 	rc = xpi_context_add_tl(ctx, &xpi_tcp_ops, t);
@@ -326,6 +318,27 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 fail:
 	tcp_setup_destroy(t);
 	return rc;
+}
+
+struct tcp_conn *tcp_conn_get(struct xpi_tcp *t, int peer)
+{
+	if (t->conns[peer] != NULL)
+		return t->conns[peer];
+	struct tcp_conn *c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return NULL;
+	c->tcp = t;
+	c->gen = 1;
+	c->peer = peer;
+	c->fd_ctl = c->fd_bulk = -1;
+	c->w_ctl = c->w_bulk = -1;
+	xpi_dlist_init(&c->rts_out);
+	xpi_dlist_init(&c->bulk_tx);
+	xpi_dlist_init(&c->zc_wait);
+	c->bulk_zc_slot = -1;
+	xpi_dlist_init(&c->bulk_rx);
+	t->conns[peer] = c;
+	return c;
 }
 
 void tcp_setup_destroy(struct xpi_tcp *t)
@@ -348,8 +361,8 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 	if (t->held != NULL)
 		tcp_ctl_release_holds(t);
 	for (int p = 0; t->conns != NULL && p < t->nconn; p++) {
-		struct tcp_conn *c = &t->conns[p];
-		if (c->fd_ctl >= 0 && !c->dead && c->tx_buf != NULL) {
+		struct tcp_conn *c = t->conns[p];
+		if (c != NULL && c->fd_ctl >= 0 && !c->dead && c->tx_buf != NULL) {
 			struct xpi_frame f = { .type = XPI_FRAME_BYE };
 			if (tcp_ctl_queue(c, &f, NULL) == 0)
 				tcp_ctl_flush(c);
@@ -364,9 +377,10 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 			if (t->held != NULL)
 				tcp_ctl_release_holds(t);
 			io_uring_submit(&t->ring);
-			for (int p = 0; t->conns != NULL && p < t->nconn; p++)
-				busy |= t->conns[p].tx_tail != t->conns[p].tx_head &&
-					!t->conns[p].dead;
+			for (int p = 0; t->conns != NULL && p < t->nconn; p++) {
+				const struct tcp_conn *c = t->conns[p];
+				busy |= c != NULL && c->tx_tail != c->tx_head && !c->dead;
+			}
 			if (!busy || xpi_now_ns() > until)
 				break;
 			struct io_uring_cqe *cqe;
@@ -374,14 +388,17 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 			if (io_uring_wait_cqe_timeout(&t->ring, &cqe, &ts) == 0) {
 				uint64_t ud = cqe->user_data;
 				int peer = (int)(uint32_t)(ud >> 32 & 0xffffff);
-				if ((ud >> 56) == TCP_OP_SEND_CTL && peer < t->nconn)
-					tcp_ctl_sent(&t->conns[peer], cqe->res);
+				if ((ud >> 56) == TCP_OP_SEND_CTL && peer < t->nconn &&
+				    t->conns[peer] != NULL)
+					tcp_ctl_sent(t->conns[peer], cqe->res);
 				io_uring_cqe_seen(&t->ring, cqe);
 			}
 		}
 	}
 	for (int p = 0; t->conns != NULL && p < t->nconn; p++) {
-		struct tcp_conn *c = &t->conns[p];
+		struct tcp_conn *c = t->conns[p];
+		if (c == NULL)
+			continue;
 		c->dead = true; /* no failure reports from here on */
 		if (c->fd_ctl >= 0)
 			close(c->fd_ctl);
@@ -407,6 +424,8 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 		close(t->listen_fd);
 	free(t->cards);
 	free(t->linked);
+	for (int p = 0; t->conns != NULL && p < t->nconn; p++)
+		free(t->conns[p]);
 	free(t->conns);
 	free(t->held);
 	free(t->drop);

@@ -82,7 +82,7 @@ void tcp_ctl_release_holds(struct xpi_tcp *t)
 	int n = t->nheld;
 	t->nheld = 0;
 	for (int i = 0; i < n; i++) {
-		struct tcp_conn *c = &t->conns[t->held[i]];
+		struct tcp_conn *c = t->conns[t->held[i]];
 		c->tx_held = false;
 		if (c->dead)
 			continue;

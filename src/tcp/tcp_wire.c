@@ -110,8 +110,8 @@ static void rearm_timer(struct xpi_tcp *t)
 		if (t->wires[i].gen != 0 && t->wires[i].deadline < next)
 			next = t->wires[i].deadline;
 	for (int p = 0; t->ntransient != 0 && p < t->nconn; p++)
-		if (transient(&t->conns[p]) && t->conns[p].w_deadline < next)
-			next = t->conns[p].w_deadline;
+		if (t->conns[p] != NULL && transient(t->conns[p]) && t->conns[p]->w_deadline < next)
+			next = t->conns[p]->w_deadline;
 	if (next == INT64_MAX)
 		xpi_timer_cancel(t->ctx, &t->wire_timer);
 	else if (xpi_timer_arm(t->ctx, &t->wire_timer, next) < 0)
@@ -323,7 +323,7 @@ int tcp_wire_need(struct xpi_tcp *t, struct tcp_conn *c)
 static void out_taken(struct xpi_tcp *t, int i)
 {
 	struct tcp_wire *w = &t->wires[i];
-	struct tcp_conn *c = &t->conns[w->peer];
+	struct tcp_conn *c = t->conns[w->peer]; /* made: we connect for it */
 	int fd = w->fd;
 	uint8_t ch = w->ch;
 	wire_free(t, i);
@@ -342,7 +342,7 @@ static void out_taken(struct xpi_tcp *t, int i)
 static void out_failed(struct xpi_tcp *t, int i, int rc, const char *step)
 {
 	struct tcp_wire *w = &t->wires[i];
-	struct tcp_conn *c = &t->conns[w->peer];
+	struct tcp_conn *c = t->conns[w->peer]; /* made: we connect for it */
 	uint8_t ch = w->ch;
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -400,7 +400,9 @@ static void decide(struct xpi_tcp *t, int i)
 	struct tcp_wire *w = &t->wires[i];
 	int q = w->hs.peer_rank;
 	uint8_t ch = w->hs.data[0];
-	struct tcp_conn *c = q < t->nconn ? &t->conns[q] : NULL;
+	/* A member proved itself: its pair's state is made now if this is
+	 * the first we hear of it. */
+	struct tcp_conn *c = q < t->nconn && t->want[q] ? tcp_conn_get(t, q) : NULL;
 	bool take = false;
 	if (c != NULL && t->want[q] && !c->dead) {
 		if (ch == CH_CTL)
@@ -566,7 +568,7 @@ void tcp_wire_step(struct xpi_tcp *t, int i)
 	if (n == 1 && v == VERDICT_NO) {
 		/* The peer is making the pair itself (it is the lower rank and
 		 * connecting too): wait for its connection. */
-		struct tcp_conn *c = &t->conns[w->peer];
+		struct tcp_conn *c = t->conns[w->peer];
 		wire_close(t, i);
 		if (c->w_ctl < 0 && c->wstate == TW_OUT)
 			set_state(t, c, TW_WAIT_IN);
@@ -601,8 +603,8 @@ void tcp_wire_timer_fire(struct xp_context *ctx, struct xpi_timer *timer)
 			refuse_in(t, i, -ETIMEDOUT);
 	}
 	for (int p = 0; t->ntransient != 0 && p < t->nconn; p++) {
-		struct tcp_conn *c = &t->conns[p];
-		if (!transient(c) || c->w_deadline > now)
+		struct tcp_conn *c = t->conns[p];
+		if (c == NULL || !transient(c) || c->w_deadline > now)
 			continue;
 		if (c->wstate == TW_IN) {
 			/* Its control connection came, its bulk one never did:
@@ -635,9 +637,9 @@ void tcp_wire_fini(struct xpi_tcp *t)
 	t->wires = NULL;
 	t->nwires = 0;
 	for (int p = 0; t->conns != NULL && p < t->nconn; p++) {
-		if (t->conns[p].w_ctl >= 0)
-			close(t->conns[p].w_ctl);
-		if (t->conns[p].w_bulk >= 0)
-			close(t->conns[p].w_bulk);
+		if (t->conns[p] != NULL && t->conns[p]->w_ctl >= 0)
+			close(t->conns[p]->w_ctl);
+		if (t->conns[p] != NULL && t->conns[p]->w_bulk >= 0)
+			close(t->conns[p]->w_bulk);
 	}
 }

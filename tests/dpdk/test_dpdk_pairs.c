@@ -50,7 +50,7 @@ static int ring_body(xp_context_t *ctx)
 	/* The watchers follow from the next progress, as the peer's do. */
 	double until = t_now_s() + 10;
 	struct xpi_tcp *tcp = tcp_of(ctx);
-	while (tcp->conns[left].wstate != TW_READY || tcp->conns[right].wstate != TW_READY) {
+	while (tcp_wstate(ctx, left) != TW_READY || tcp_wstate(ctx, right) != TW_READY) {
 		T_CHECK(t_now_s() < until);
 		(void)xp_progress(ctx);
 	}
