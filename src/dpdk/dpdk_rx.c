@@ -405,24 +405,50 @@ const struct xpi_rel_rx_ops dpdk_rel_rx_ops = {
 	.drop = rel_drop,
 };
 
-/* The pair a datagram claims to belong to, if it is one of ours: to this
- * rank, from the address and incarnation of a peer agreed with and not
- * lost (its pair made now if this is its first: dpdk_peer_get). A
+/* The rank a datagram claims to come from, if it is one of ours: to this
+ * rank, from the address and incarnation of a peer agreed with; else -1. A
  * datagram from another address, or from an earlier run of that rank, is
  * not this pair's: dropped without a word. Nothing of the datagram is
  * used yet (the MAC is checked after). */
-static struct dpdk_peer *pair_of(struct xpi_dpdk_tl *t, const struct xpi_rx_frame *f)
+static int sender_of(const struct xpi_dpdk_tl *t, const struct xpi_rx_frame *f)
 {
 	const struct xpi_dgram_hdr *h = &f->hdr;
 	if (h->dst_rank != (uint32_t)t->ctx->rank || h->src_rank >= (uint32_t)t->npeers)
-		return NULL;
+		return -1;
 	const struct dpdk_addr *a = &t->addrs[h->src_rank];
 	if (!a->ok || f->from.ip != a->ip || f->from.port != a->udp_port || h->epoch != a->epoch)
-		return NULL;
-	struct dpdk_peer *pr = dpdk_peer_get(t, (int)h->src_rank);
-	if (pr == NULL || !pr->up || pr->dead)
-		return NULL;
-	return pr;
+		return -1;
+	return (int)h->src_rank;
+}
+
+/* The pair of an authentic datagram (made by authentic() if it was its
+ * first), unless it is lost. */
+static struct dpdk_peer *pair_of(struct xpi_dpdk_tl *t, const struct xpi_rx_frame *f)
+{
+	int src = sender_of(t, f);
+	struct dpdk_peer *pr = src >= 0 ? t->peers[src] : NULL;
+	return pr != NULL && pr->up && !pr->dead ? pr : NULL;
+}
+
+/* The first datagram from a rank whose pair is not made: its MAC checked
+ * with a key derived for the purpose, and the pair made only if it is
+ * right, so a stranger who copies a peer's address and epoch makes no
+ * state and no connection here. */
+static struct dpdk_peer *first_from(struct xpi_dpdk_tl *t, int src, const struct xpi_rx_frame *f)
+{
+	if (dpdk_pair_auth(t, src)) {
+		struct xpi_dgram_key k;
+		if (dpdk_pair_rx_key(t, src, &k) < 0)
+			return NULL;
+		uint8_t *d = (uint8_t *)(uintptr_t)(f->payload - XPI_DGRAM_HDR_LEN);
+		int rc = xpi_dgram_verify(&k, d, XPI_DGRAM_HDR_LEN + f->payload_len);
+		xpi_dgram_key_clear(&k);
+		if (rc < 0) {
+			t->auth_failed++;
+			return NULL;
+		}
+	}
+	return dpdk_peer_get(t, src);
 }
 
 /* One of our datagrams, authenticated (dpdk_rx_frame). */
@@ -488,8 +514,16 @@ void dpdk_drop_release(struct xpi_dpdk_tl *t)
  * forger must not be able to fail it. */
 static bool authentic(struct xpi_dpdk_tl *t, const struct xpi_rx_frame *f)
 {
-	struct dpdk_peer *pr = pair_of(t, f);
-	if (pr == NULL)
+	int src = sender_of(t, f);
+	if (src < 0)
+		return false;
+	struct dpdk_peer *pr = t->peers[src];
+	if (pr == NULL) { /* its first: verified there, then made */
+		pr = first_from(t, src, f);
+		return pr != NULL && pr->up && !pr->dead &&
+		       (!pr->auth || xpi_dgram_replay_check(&pr->replay, f->hdr.seq) == 0);
+	}
+	if (!pr->up || pr->dead)
 		return false;
 	if (!pr->auth)
 		return true;

@@ -229,29 +229,34 @@ static int open_port(struct xpi_dpdk_tl *t, uint32_t *ip, char *why, size_t n)
 	return xpi_dpdk_port_open(&conf, &t->port, why, n);
 }
 
-/* The keys of the pair with @pr's rank, both directions (dpdk_auth.h). */
-static int pair_keys(struct xpi_dpdk_tl *t, struct dpdk_peer *pr, const struct dpdk_addr *a)
+/* The key of the pair with @rank in one direction (dpdk_auth.h): what we
+ * send (@tx) or what it sends us. */
+static int pair_key(struct xpi_dpdk_tl *t, int rank, bool tx, struct xpi_dgram_key *k)
 {
-	pr->auth = ((t->my_auth | a->auth) & XCHG_AUTH) != 0;
-	if (!pr->auth)
-		return 0;
+	const struct dpdk_addr *a = &t->addrs[rank];
 	int mac = (t->my_auth & a->auth & XCHG_GCM) ? XPI_DGRAM_MAC_GCM : XPI_DGRAM_MAC_POLY1305;
-	uint32_t me = (uint32_t)t->ctx->rank, them = (uint32_t)pr->rank;
+	uint32_t me = (uint32_t)t->ctx->rank, them = (uint32_t)rank;
 	const uint8_t *job_id = t->has_job_id ? t->job_id : NULL;
-	int rc = xpi_dgram_key_init(&pr->tx_key, mac, t->job_key, job_id, me, them, t->epoch,
-				    a->epoch);
-	if (rc == 0)
-		rc = xpi_dgram_key_init(&pr->rx_key, mac, t->job_key, job_id, them, me, a->epoch,
-					t->epoch);
-	return rc;
+	return tx ? xpi_dgram_key_init(k, mac, t->job_key, job_id, me, them, t->epoch, a->epoch) :
+		    xpi_dgram_key_init(k, mac, t->job_key, job_id, them, me, a->epoch, t->epoch);
+}
+
+bool dpdk_pair_auth(const struct xpi_dpdk_tl *t, int rank)
+{
+	return ((t->my_auth | t->addrs[rank].auth) & XCHG_AUTH) != 0;
+}
+
+int dpdk_pair_rx_key(struct xpi_dpdk_tl *t, int rank, struct xpi_dgram_key *k)
+{
+	return pair_key(t, rank, false, k);
 }
 
 /*
  * Made on first need, as UCX makes an endpoint's lanes: a job's ranks keep
  * only the address exchange's 16 bytes for each rank they never talk to,
  * and the loops of progress visit only pairs made. A datagram from a rank
- * whose pair is not made yet makes it before its MAC is checked (the key
- * is the pair's): at most once per rank of the job, whoever sends it.
+ * whose pair is not made yet makes it only once its MAC verified with a
+ * key derived for the check (dpdk_rx.c): a stranger makes nothing.
  */
 struct dpdk_peer *dpdk_peer_get(struct xpi_dpdk_tl *t, int rank)
 {
@@ -270,7 +275,9 @@ struct dpdk_peer *dpdk_peer_get(struct xpi_dpdk_tl *t, int rank)
 	xpi_dlist_init(&pr->txq);
 	xpi_dlist_init(&pr->rts_out);
 	xpi_dlist_init(&pr->bulk_rx);
-	if (pair_keys(t, pr, a) < 0) {
+	pr->auth = dpdk_pair_auth(t, rank);
+	if (pr->auth && (pair_key(t, rank, true, &pr->tx_key) < 0 ||
+			 pair_key(t, rank, false, &pr->rx_key) < 0)) {
 		free(pr);
 		return NULL;
 	}

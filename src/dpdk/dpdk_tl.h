@@ -213,6 +213,11 @@ static inline int64_t dpdk_clock(struct xpi_dpdk_tl *t)
  * derived, the reliability's state set), or NULL if no pair was agreed
  * with it or there was no memory. */
 struct dpdk_peer *dpdk_peer_get(struct xpi_dpdk_tl *t, int rank);
+/* dpdk_setup.c: whether the pair with agreed rank @rank authenticates its
+ * datagrams, and the key of what it sends us (to check a datagram from a
+ * rank whose pair is not made yet). 0 or a negative code. */
+bool dpdk_pair_auth(const struct xpi_dpdk_tl *t, int rank);
+int dpdk_pair_rx_key(struct xpi_dpdk_tl *t, int rank, struct xpi_dgram_key *k);
 
 /* dpdk_tx.c */
 int dpdk_queue_frame(struct dpdk_peer *pr, const struct xpi_frame *f, const void *payload,
