@@ -613,9 +613,11 @@ void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *wh
 /*
  * A transport received a sideband message from @peer for the transport of
  * type @type (transport.h, sideband_send): hands it to the one that set
- * ctx->sideband[type]. The taker must not re-enter the engine or the
- * carrier (it notes what came and acts from its own progress). 0, or
- * -ENOENT if no transport of this rank takes them (the peer is broken).
+ * ctx->sideband[type]. The taker runs inside the carrier's progress, as
+ * the carrier's own frames are handled: it may send sideband messages back
+ * and report the peer lost (xpi_engine_peer_failed), nothing else of the
+ * engine. 0, or -ENOENT if no transport of this rank takes them (the peer
+ * is broken).
  */
 int xpi_engine_sideband(xp_context_t *ctx, int peer, uint8_t type, const uint8_t *data, size_t len);
 /*

@@ -106,12 +106,6 @@ void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
 	conn_lost(c->tcp, c);
 }
 
-/* The pair of @peer, whose state exists: something of it is in flight. */
-static struct tcp_conn *conn_of(struct xpi_tcp *t, int peer)
-{
-	return tcp_conn_at(t, peer);
-}
-
 /* The first need of @peer's pair (or a pair lost): makes its state if it
  * has none and starts making the pair (tcp_wire_need). */
 static int conn_need(struct xpi_tcp *t, int peer)
@@ -227,7 +221,7 @@ static int tcp_send_cancel(void *tlp, xp_request_t *sreq)
 {
 	struct xpi_tcp *t = tlp;
 	struct xpi_dlink *pos;
-	struct tcp_conn *c = conn_of(t, sreq->peer);
+	struct tcp_conn *c = tcp_conn_at(t, sreq->peer);
 	if (c == NULL)
 		return -EBUSY; /* never announced here: nothing of ours holds it */
 	xpi_dlist_for_each(pos, &c->rts_out) {
@@ -278,7 +272,7 @@ void tcp_ask_timer_fire(struct xp_context *ctx, struct xpi_timer *timer)
 	int64_t now = xpi_now_ns(), next = INT64_MAX;
 	for (int i = 0; i < t->nlinked; i++) {
 		struct xpi_dlink *pos;
-		xpi_dlist_for_each(pos, &conn_of(t, t->linked[i])->rts_out) {
+		xpi_dlist_for_each(pos, &tcp_conn_at(t, t->linked[i])->rts_out) {
 			xp_request_t *s = xpi_container_of(pos, xp_request_t, tl_link);
 			if (atomic_load(&s->rndv_state) != XPI_RNDV_ASKED)
 				continue;
@@ -330,7 +324,7 @@ static int tcp_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap,
 {
 	(void)dst_reg; /* nothing to register: the payload is copied in */
 	struct xpi_tcp *t = tlp;
-	struct tcp_conn *c = conn_of(t, msg->u.key.src);
+	struct tcp_conn *c = tcp_conn_at(t, msg->u.key.src);
 	if (c->dead)
 		return -ECONNRESET; /* the engine names the lost peer */
 	struct tcp_bulk_rx *x = malloc(sizeof(*x));
@@ -359,9 +353,9 @@ static int tcp_rndv_abort(void *tlp, xp_request_t *rreq)
 {
 	struct xpi_tcp *t = tlp;
 	int src = rreq->status.source;
-	if (src < 0 || src >= t->nconn || conn_of(t, src) == NULL)
+	if (src < 0 || src >= t->nconn || tcp_conn_at(t, src) == NULL)
 		return -EBUSY;
-	struct tcp_conn *c = conn_of(t, src);
+	struct tcp_conn *c = tcp_conn_at(t, src);
 	struct xpi_dlink *pos;
 	xpi_dlist_for_each(pos, &c->bulk_rx) {
 		struct tcp_bulk_rx *x = xpi_container_of(pos, struct tcp_bulk_rx, link);
@@ -399,9 +393,9 @@ static void handle_cqe(struct xpi_tcp *t, const struct io_uring_cqe *cqe)
 		tcp_wire_listen_cqe(t, cqe->res, cqe->flags);
 		return;
 	}
-	if (op == TCP_OP_CANCEL || peer >= t->nconn || conn_of(t, peer) == NULL)
+	if (op == TCP_OP_CANCEL || peer >= t->nconn || tcp_conn_at(t, peer) == NULL)
 		return;
-	struct tcp_conn *c = conn_of(t, peer);
+	struct tcp_conn *c = tcp_conn_at(t, peer);
 	if (op == TCP_OP_SEND_BULK_ZC) {
 		/* Handled also on a dead connection: the pages are the user's
 		 * again only when the notification says so. */
@@ -452,7 +446,7 @@ static void return_credit(struct xpi_tcp *t)
 	t->credit_seen = t->ctx->eager_returned_total;
 	for (int i = 0; i < t->nlinked; i++) {
 		int p = t->linked[i];
-		struct tcp_conn *c = conn_of(t, p);
+		struct tcp_conn *c = tcp_conn_at(t, p);
 		/* A connection that only watches the peer (its messages go
 		 * over rdma, say) owes it nothing. */
 		if (c->fd_ctl < 0 || c->dead || t->ctx->peers[p].tl_small != t->tl_index)
@@ -472,7 +466,7 @@ static void rearm(struct xpi_tcp *t)
 {
 	t->need_arm = false;
 	for (int i = 0; i < t->nlinked; i++) {
-		struct tcp_conn *c = conn_of(t, t->linked[i]);
+		struct tcp_conn *c = tcp_conn_at(t, t->linked[i]);
 		if (c->fd_ctl >= 0 && !c->dead && !c->recv_armed) {
 			if (t->br_empty == XPI_TCP_BR_ENTRIES)
 				t->need_arm = true;
@@ -491,7 +485,7 @@ static void wrong_thread(struct xpi_tcp *t)
 		return;
 	t->wrong_thread_said = true;
 	for (int i = 0; i < t->nlinked; i++) {
-		struct tcp_conn *c = conn_of(t, t->linked[i]);
+		struct tcp_conn *c = tcp_conn_at(t, t->linked[i]);
 		if (c->fd_ctl >= 0 && !c->dead)
 			tcp_conn_fail(c, -EEXIST,
 				      "cannot be reached from this thread: XP_THREAD_FUNNELED "
@@ -513,7 +507,7 @@ static bool ctl_direct_first(struct xpi_tcp *t, unsigned kflags)
 	    io_uring_cq_ready(&t->ring) != 0)
 		return false;
 	t->direct_tried = true;
-	struct tcp_conn *c = conn_of(t, t->direct_peer);
+	struct tcp_conn *c = tcp_conn_at(t, t->direct_peer);
 	if (c->dead || !c->recv_armed || c->inflight != 1)
 		return false;
 	return tcp_ctl_recv_direct(c) > 0;
@@ -598,7 +592,7 @@ static int watch_sockets(struct xpi_tcp *t, struct pollfd *fds, int max)
 	if (t->listen_armed && n < max)
 		fds[n++] = (struct pollfd){ .fd = t->listen_fd, .events = POLLIN };
 	for (int i = 0; i < t->nlinked && n < max; i++) {
-		const struct tcp_conn *c = conn_of(t, t->linked[i]);
+		const struct tcp_conn *c = tcp_conn_at(t, t->linked[i]);
 		if (c->dead)
 			continue;
 		if (c->recv_armed && c->fd_ctl >= 0)
@@ -648,7 +642,7 @@ static bool tcp_tx_pending(void *tlp)
 {
 	struct xpi_tcp *t = tlp;
 	for (int i = 0; i < t->nlinked; i++) {
-		const struct tcp_conn *c = conn_of(t, t->linked[i]);
+		const struct tcp_conn *c = tcp_conn_at(t, t->linked[i]);
 		if (c->fd_ctl >= 0 && !c->dead &&
 		    (c->tx_busy != 0 || c->tx_tail != c->tx_head || c->cts_waiting != 0 ||
 		     c->nacks != 0))
