@@ -54,6 +54,8 @@ typedef struct xp_request xp_request_t;     /* a nonblocking operation */
 typedef struct xp_buf xp_buf_t;             /* a pooled, registered buffer */
 typedef struct xp_mem xp_mem_t;             /* a memory registration */
 typedef struct xp_local_job xp_local_job_t; /* N ranks as threads of one process */
+typedef struct xp_ep xp_ep_t;               /* a connection made by address */
+typedef struct xp_listener xp_listener_t;   /* where connections by address arrive */
 
 enum xp_hugepages {
 	XP_HUGEPAGES_AUTO = 0, /* hugetlb pages if the host has them, else ordinary pages */
@@ -247,6 +249,11 @@ typedef struct xp_config {
 	 * (docs/DPDK-WIRE.md); XP_DPDK_AUTH=off|on; on. off, on both ends of
 	 * a pair, sends and accepts them without, to measure what it costs. */
 	int dpdk_auth;
+	/* Endpoints (xp_connect, xp_accept) a context holds at once, 1 to
+	 * 65536; XP_EP_MAX; 1024 in a context of xp_open, 64 in a rank of a
+	 * job (every rank pays for them: about 256 bytes each, taken when
+	 * the context is made). */
+	size_t ep_max;
 } xp_config_t;
 
 /** Fills @cfg with defaults and then the XP_* environment. A variable whose
@@ -562,6 +569,128 @@ int xp_mem_register(xp_context_t *ctx, void *addr, size_t len, xp_mem_t **mem);
 int xp_mem_register_dmabuf(xp_context_t *ctx, int fd, uint64_t offset, size_t len, void *addr,
 			   xp_mem_t **mem);
 void xp_mem_deregister(xp_mem_t *mem);
+
+/* ------------------------------------------------------------------------- */
+/* Endpoints: connections made by address                                    */
+
+/*
+ * For programs whose peers are not the ranks of one job, or not known when
+ * it starts (a network plugin of NCCL, a server and its clients), as UCX
+ * gives ucp_ep_create from a worker's address: one side listens and
+ * publishes an address of at most XP_EP_ADDR_BYTES; the other connects to
+ * that address. Either side sends and receives tagged messages on the
+ * connection it gets (an endpoint), matched in the order they were posted
+ * on it, with the registrations, the zero-copy paths and the requests of
+ * the job API (xp_test, xp_wait, xp_cancel and the rest). Nothing here
+ * blocks: a connection is made while the context makes progress (any
+ * xp_progress, xp_test or wait), and both sides poll until it is ready.
+ *
+ * Endpoints live in any context: one from xp_open (no job) or a rank's of
+ * a job (not a job of threads, xp_local_job_create, nor a job of one rank
+ * without a launcher: -ENOTSUP). A context holds at most XP_EP_MAX of them
+ * at once (xp_config_t.ep_max).
+ * They go over TCP (io_uring), the transport every host has; the address
+ * also names the listener's host, for the faster transports to come.
+ *
+ * Who may connect: the address holds a secret of 32 random bytes, drawn
+ * by xp_listen; the connecting side proves it knows the secret, and the
+ * job key too where the context has one (XP_JOB_KEY), by the handshake of
+ * the job's own connections (both sides prove, nothing secret travels).
+ * So only a process that was given the address (and the key) can connect:
+ * pass the address as you would a unique id. A stranger that connects and
+ * proves nothing holds a half-open connection for at most 3 s, however
+ * many it opens, and never delays a connection that proves itself.
+ */
+#define XP_EP_ADDR_BYTES 128
+typedef struct xp_ep_addr {
+	unsigned char bytes[XP_EP_ADDR_BYTES];
+} xp_ep_addr_t;
+
+/**
+ * Creates a context that is not a job: rank 0 of 1, for endpoints only
+ * (xp_comm_world has no one to talk to). @cfg may be NULL, as for
+ * xp_init(); launcher variables are ignored. The address it listens on is
+ * that of XP_SOCKET_IFNAME if set, else the first interface that is up and
+ * not a loopback (as xp_get_unique_id chooses), else 127.0.0.1. Destroy it
+ * with xp_finalize(), which returns at once; close its endpoints and
+ * listeners first (those still open are closed by it).
+ * Returns 0, -EINVAL (a setting), -ENODEV (XP_SOCKET_IFNAME names no
+ * interface with an address), -ENOMEM, or a transport's code
+ * (xp_error_detail says which).
+ */
+int xp_open(const xp_config_t *cfg, xp_context_t **ctx);
+
+/**
+ * Listens for connections to @ctx: writes the address to give connecting
+ * processes into @addr and the listener into *@l. Each listener has its
+ * own port and secret. Returns 0, -EINVAL, -ENOTSUP (the context has no
+ * TCP transport: a job whose ranks all share a host and XP_TRANSPORTS
+ * without tcp), -EMFILE, -ENOMEM.
+ */
+int xp_listen(xp_context_t *ctx, xp_listener_t **l, xp_ep_addr_t *addr);
+
+/**
+ * Takes a connection that has arrived at @l and is ready: 0 and *@ep, or
+ * -EAGAIN when none is (call again after progress). Connections are taken
+ * in the order they became ready. -EINVAL for a NULL argument, -EBADF for
+ * a closed listener.
+ */
+int xp_accept(xp_listener_t *l, xp_ep_t **ep);
+
+/** Closes @l: connections not yet taken are closed, its port too. Endpoints
+ * taken from it are not affected. Ignores NULL. */
+void xp_listener_close(xp_listener_t *l);
+
+/**
+ * Starts connecting @ctx to the listener whose address is @addr: returns
+ * at once with *@ep. Sends may be posted on it at once (they leave when it
+ * is ready); xp_ep_ready says when it is.
+ * Returns 0, -EINVAL (a NULL argument, or an address that is not one:
+ * damaged or of another version; xp_error_detail says what), -ENOTSUP (no
+ * TCP transport in @ctx), -EMFILE (XP_EP_MAX endpoints are open), -ENOMEM.
+ */
+int xp_connect(xp_context_t *ctx, const xp_ep_addr_t *addr, xp_ep_t **ep);
+
+/**
+ * Whether @ep is connected: 0 (ready: both sides' handshakes done), -EAGAIN
+ * (still being made: make progress and ask again), or why it failed, for
+ * good: -ECONNREFUSED (nothing listens there any more), -EACCES (the
+ * listener refused our proof: a wrong secret or job key), -ETIMEDOUT (not
+ * made within the context's timeout), -ECONNRESET (the peer closed or
+ * died). Runs the context's progress once. Never blocks.
+ */
+int xp_ep_ready(xp_ep_t *ep);
+
+/**
+ * Sends @len bytes at @buf with @tag on @ep, as xp_isend() to a rank.
+ * Messages on one endpoint match receives posted on the other side's
+ * endpoint in the order they were sent, among those whose tag fits.
+ * Returns 0 and a request, -EINVAL, -ENOMEM.
+ */
+int xp_ep_isend(xp_ep_t *ep, const void *buf, size_t len, uint64_t tag, xp_request_t **req);
+
+/**
+ * Receives a message of @ep whose tag t satisfies ((t ^ @tag) & @mask) ==
+ * 0 into @buf (@cap bytes), as xp_irecv(): a longer message completes it
+ * with -EMSGSIZE and its first @cap bytes. The status's length is the
+ * message's, its source 0. A receive on an endpoint whose peer closed it
+ * or died fails with -ECONNRESET and a text naming the endpoint's address.
+ * Returns 0 and a request, -EINVAL, -ENOMEM.
+ */
+int xp_ep_irecv(xp_ep_t *ep, void *buf, size_t cap, uint64_t tag, uint64_t mask,
+		xp_request_t **req);
+
+/** The context @ep belongs to. */
+xp_context_t *xp_ep_context(const xp_ep_t *ep);
+
+/**
+ * Closes @ep: its peer's operations on it fail with -ECONNRESET once they
+ * see the close (messages already sent still arrive first); this side's
+ * operations still pending complete with -ECANCELED. Sends that
+ * completed have left or leave before the connection closes. Requests of
+ * @ep must still be tested or waited for. Ignores NULL.
+ */
+void xp_ep_close(xp_ep_t *ep);
 
 /* ------------------------------------------------------------------------- */
 /* Out-of-band control                                                       */

@@ -112,6 +112,7 @@ int xpi_config_resolve(const xp_config_t *in, struct xpi_config *out)
 	copy_text(out->dpdk_drop, sizeof(out->dpdk_drop), cfg.dpdk_drop);
 	out->dpdk_peer_timeout_ms = cfg.dpdk_peer_timeout_ms;
 	out->dpdk_auth = cfg.dpdk_auth != 0;
+	out->ep_max = (int)cfg.ep_max;
 	/* The strings of the given config need not outlive this call. */
 	out->given = cfg;
 	out->given.job_key = out->has_job_key ? out->job_key : NULL;

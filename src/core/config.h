@@ -48,6 +48,7 @@ struct xpi_config {
 	char dpdk_drop[64];         /* XP_DPDK_DROP, "" : unset; syntax unchecked here */
 	int dpdk_peer_timeout_ms;   /* XP_DPDK_PEER_TIMEOUT_MS */
 	bool dpdk_auth;             /* XP_DPDK_AUTH */
+	int ep_max;                 /* XP_EP_MAX */
 	/* What xport-info shows: every setting's value as given and where it
 	 * came from, in the table's order. */
 	xp_config_t given;

@@ -29,6 +29,8 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 	memset(ctx, 0, sizeof(*ctx));
 	ctx->rank = rank;
 	ctx->size = size;
+	ctx->npeers = size; /* endpoint slots: xpi_ep_slots_init */
+	ctx->ep_tl_index = -1;
 	ctx->cfg = *cfg;
 	/* Funneled is serialized too: one thread at a time, always the same. */
 	ctx->serialized = cfg->thread_mode != XP_THREAD_MULTI;
@@ -43,6 +45,9 @@ int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_cont
 	pthread_mutex_init(&ctx->comm_lock, NULL);
 	xpi_dlist_init(&ctx->coll_active);
 	ctx->comm_ids_used[0] = 1; /* the world's pair */
+	/* The endpoints' pair (ep.h), which no communicator may take. */
+	ctx->comm_ids_used[(XPI_COMM_IDS / 2 - 1) / 8] |=
+		(uint8_t)(1u << ((XPI_COMM_IDS / 2 - 1) % 8));
 
 	int rc = -ENOMEM;
 	ctx->peers = calloc((size_t)size, sizeof(*ctx->peers));
@@ -161,7 +166,7 @@ void xpi_context_teardown(xp_context_t *ctx)
 		free(m);
 	}
 	ctx->match.unexp_count = 0;
-	for (int i = 0; i < ctx->size; i++) {
+	for (int i = 0; i < ctx->npeers; i++) {
 		while ((l = xpi_dlist_pop_head(&ctx->peers[i].held)) != NULL) {
 			struct xpi_msg *m = xpi_container_of(l, struct xpi_msg, held_link);
 			if (m->kind == XPI_MSG_BUF)
@@ -199,6 +204,8 @@ void xpi_context_destroy(xp_context_t *ctx)
 	free(ctx->world.shm_areas);
 	free(ctx->world.shm_tmp);
 	free(ctx->peers);
+	free(ctx->ep_state);
+	free(ctx->ep_label);
 	free(ctx);
 }
 

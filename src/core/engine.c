@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "compiler.h"
 #include "engine.h"
+#include "ep.h"
 #include "log.h"
 
 /* How a receive and a message got on (see take_message). */
@@ -726,7 +727,7 @@ static void exec_send(xp_context_t *ctx, xp_request_t *r)
 int xpi_engine_retry_pending(xp_context_t *ctx)
 {
 	int n = 0;
-	for (int i = 0; i < ctx->size && ctx->npending != 0; i++) {
+	for (int i = 0; i < ctx->npeers && ctx->npending != 0; i++) {
 		struct xpi_peer *peer = &ctx->peers[i];
 		while (!xpi_dlist_empty(&peer->pending)) {
 			xp_request_t *r =
@@ -764,21 +765,23 @@ static void describe_peer(xp_context_t *ctx, int peer, char *out, size_t len)
 		return;
 	}
 	const struct xpi_peer *p = &ctx->peers[peer];
+	char name[96];
+	xpi_peer_name(ctx, peer, name, sizeof(name));
 	snprintf(out, len,
-		 "with rank %d so far: %llu messages sent (last tag 0x%llx), %llu received "
+		 "with %s so far: %llu messages sent (last tag 0x%llx), %llu received "
 		 "(last tag 0x%llx), %u of them unexpected and still queued",
-		 peer, (unsigned long long)p->nsent, (unsigned long long)p->last_sent_tag,
+		 name, (unsigned long long)p->nsent, (unsigned long long)p->last_sent_tag,
 		 (unsigned long long)p->nrecvd, (unsigned long long)p->last_recvd_tag,
 		 p->unexp_count);
 }
 
 static void set_cancel_detail(xp_context_t *ctx, xp_request_t *r, int reason)
 {
-	char peer_text[32], history[256], name[40], mask[40] = "";
+	char peer_text[96], history[256], name[40], mask[40] = "";
 	if (r->peer < 0)
 		snprintf(peer_text, sizeof(peer_text), "any rank");
 	else
-		snprintf(peer_text, sizeof(peer_text), "rank %d", r->peer);
+		xpi_peer_name(ctx, r->peer, peer_text, sizeof(peer_text));
 	describe_peer(ctx, r->peer, history, sizeof(history));
 	/* A receive's mask matters; a send's tag is exact. */
 	if (r->op != XPI_OP_SEND && r->mask != XP_TAG_EXACT)
@@ -896,19 +899,38 @@ int xpi_engine_withdraw(xp_context_t *ctx, int src, uint32_t comm, uint64_t tag,
 
 static void fail_request(xp_context_t *ctx, xp_request_t *r, int peer, int err, const char *why)
 {
-	char peer_text[32];
+	char peer_text[96];
 	if (r->peer < 0)
 		snprintf(peer_text, sizeof(peer_text), "any rank");
 	else
-		snprintf(peer_text, sizeof(peer_text), "rank %d", r->peer);
-	xpi_request_set_detail(r,
-			       "rank %d: %s %s %s tag 0x%llx on communicator %u failed: rank %d %s",
+		xpi_peer_name(ctx, r->peer, peer_text, sizeof(peer_text));
+	char lost[96];
+	xpi_peer_name(ctx, peer, lost, sizeof(lost));
+	xpi_request_set_detail(r, "rank %d: %s %s %s tag 0x%llx on communicator %u failed: %s %s",
 			       ctx->rank, op_name(r), r->op == XPI_OP_SEND ? "to" : "from",
-			       peer_text, (unsigned long long)r->tag, r->comm, peer, why);
+			       peer_text, (unsigned long long)r->tag, r->comm, lost, why);
 	if (r->op != XPI_OP_SEND)
 		stat_add(&ctx->st_recvs, 1);
 	ctx->nlost_ops++;
 	xpi_request_complete(r, err);
+}
+
+/* Fails the posted receives that name @peer (wildcard ones stay). */
+static void fail_named_receives(xp_context_t *ctx, int peer, int err, const char *why)
+{
+	struct xpi_hash *h = &ctx->match.posted_exact;
+	for (uint32_t b = 0; b < h->nbuckets; b++) {
+		struct xpi_dlink *pos = h->buckets[b].next;
+		while (pos != &h->buckets[b]) {
+			struct xpi_posted *pp = xpi_container_of(pos, struct xpi_posted, link);
+			pos = pos->next;
+			if (pp->key.src == peer) {
+				xpi_match_cancel(&ctx->match, pp);
+				fail_request(ctx, xpi_container_of(pp, xp_request_t, posted), peer,
+					     err, why);
+			}
+		}
+	}
 }
 
 void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *why)
@@ -927,22 +949,13 @@ void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *wh
 	}
 	/* Receives that name it. Wildcard receives stay: another rank may
 	 * still send what they wait for. */
-	struct xpi_hash *h = &ctx->match.posted_exact;
-	for (uint32_t b = 0; b < h->nbuckets; b++) {
-		struct xpi_dlink *pos = h->buckets[b].next;
-		while (pos != &h->buckets[b]) {
-			struct xpi_posted *pp = xpi_container_of(pos, struct xpi_posted, link);
-			pos = pos->next;
-			if (pp->key.src == peer) {
-				xpi_match_cancel(&ctx->match, pp);
-				fail_request(ctx, xpi_container_of(pp, xp_request_t, posted), peer,
-					     err, why);
-			}
-		}
-	}
+	fail_named_receives(ctx, peer, err, why);
 	/* Wildcard receives too once no other rank is left to send: when
 	 * every peer is lost, an XP_ANY_SOURCE receive can never match. */
-	bool all_lost = ++ctx->nfailed >= ctx->size - 1;
+	/* Endpoints are not of the job: XP_ANY_SOURCE never names them. */
+	if (peer < ctx->size)
+		ctx->nfailed++;
+	bool all_lost = ctx->nfailed >= ctx->size - 1 && peer < ctx->size;
 	struct xpi_dlink *pos = ctx->match.posted_wild.next;
 	while (pos != &ctx->match.posted_wild) {
 		struct xpi_posted *pp = xpi_container_of(pos, struct xpi_posted, link);
@@ -967,8 +980,58 @@ void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *wh
 	 * the rest of the job, is how jobs end (issue 24, 4.5). What fails
 	 * later carries the reason in its own error detail. */
 	bool hurt = ctx->nlost_ops != lost_before;
+	char name[96];
+	xpi_peer_name(ctx, peer, name, sizeof(name));
 	xpi_log(hurt ? XPI_LOG_ERROR : XPI_LOG_INFO,
-		"rank %d: rank %d %s; operations with it fail, others go on", ctx->rank, peer, why);
+		"rank %d: %s %s; operations with it fail, others go on", ctx->rank, name, why);
+}
+
+void xpi_engine_peer_closed(xp_context_t *ctx, int peer)
+{
+	struct xpi_peer *p = &ctx->peers[peer];
+	if (p->failed == 0) {
+		p->failed = -ECANCELED;
+		snprintf(p->failed_why, sizeof(p->failed_why), "was closed by this side");
+	}
+	struct xpi_dlink *l;
+	while ((l = xpi_dlist_pop_head(&p->pending)) != NULL) {
+		ctx->npending--;
+		fail_request(ctx, xpi_container_of(l, xp_request_t, pending_link), peer, -ECANCELED,
+			     "was closed by this side");
+	}
+	fail_named_receives(ctx, peer, -ECANCELED, "was closed by this side");
+}
+
+/* Whether unexpected message @u came from the peer @arg points to. */
+static bool unexp_from(const struct xpi_unexp *u, const void *arg)
+{
+	return u->key.src == *(const int *)arg;
+}
+
+void xpi_engine_peer_reset(xp_context_t *ctx, int peer)
+{
+	struct xpi_peer *p = &ctx->peers[peer];
+	struct xpi_dlink *l;
+	while ((l = xpi_dlist_pop_head(&p->held)) != NULL) {
+		struct xpi_msg *m = xpi_container_of(l, struct xpi_msg, held_link);
+		msg_release(ctx, m);
+		xpi_msg_free(ctx, m);
+	}
+	/* Its unexpected messages are in the endpoints' tag space, under
+	 * any tag: found by source alone. */
+	struct xpi_dlink *pos = ctx->match.unexp_all.next;
+	while (pos != &ctx->match.unexp_all) {
+		struct xpi_unexp *u = xpi_container_of(pos, struct xpi_unexp, all_link);
+		pos = pos->next;
+		if (!unexp_from(u, &peer))
+			continue;
+		struct xpi_msg *m = xpi_container_of(u, struct xpi_msg, u);
+		xpi_match_remove_unexpected(&ctx->match, u);
+		unexp_account(ctx, m, -1);
+		msg_release(ctx, m);
+		xpi_msg_free(ctx, m);
+	}
+	ctx->eager_returned_total -= p->eager_returned;
 }
 
 /* Completes wildcard receive @r when every other rank is lost, naming them
@@ -1079,11 +1142,11 @@ void xpi_engine_drop_request(xp_context_t *ctx, xp_request_t *r)
 {
 	if (xpi_request_done(r))
 		return;
-	char peer_text[32];
+	char peer_text[96];
 	if (r->peer < 0)
 		snprintf(peer_text, sizeof(peer_text), "any rank");
 	else
-		snprintf(peer_text, sizeof(peer_text), "rank %d", r->peer);
+		xpi_peer_name(ctx, r->peer, peer_text, sizeof(peer_text));
 	xpi_request_set_detail(
 		r,
 		"rank %d: %s %s %s tag 0x%llx on communicator %u cancelled: the rank "

@@ -412,6 +412,21 @@ struct xp_context {
 		void (*take)(void *tl, int peer, const uint8_t *data, size_t len);
 		void *tl;
 	} sideband[XPI_SIDEBAND_TYPES];
+	/* Endpoints (ep.h): every per-peer array holds npeers entries, the
+	 * job's ranks and then the endpoint slots; the slots' states and
+	 * names, and the transport that makes them (NULL ops: none). Owner,
+	 * but for ep_only, set once. */
+	int npeers;
+	uint8_t *ep_state;
+	char (*ep_label)[48];
+	int ep_used;
+	const struct xpi_ep_ops *ep_ops;
+	void *ep_tl;
+	int ep_tl_index;
+	/* Makes the transport of endpoints on first need, in a rank of a
+	 * job whose own peers need none (open.c); NULL: none can be made. */
+	int (*ep_open)(xp_context_t *ctx);
+	bool ep_only; /* made by xp_open: no job */
 };
 
 /* --- context --- */
@@ -610,6 +625,13 @@ void xpi_engine_rndv_done(xp_context_t *ctx, xp_request_t *rreq, int err);
  * later calls, from any transport, do nothing.
  */
 void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *why);
+/* The program closed endpoint slot @peer (ep.h): fails with -ECANCELED the
+ * sends waiting for room and the receives that name it, and refuses what
+ * comes from it; what the transports hold ends with their close. */
+void xpi_engine_peer_closed(xp_context_t *ctx, int peer);
+/* Endpoint slot @peer is given back: drops its held and unexpected
+ * messages, before its state is made anew for its next connection. */
+void xpi_engine_peer_reset(xp_context_t *ctx, int peer);
 /*
  * A transport received a sideband message from @peer for the transport of
  * type @type (transport.h, sideband_send): hands it to the one that set

@@ -166,6 +166,8 @@ static int finish(xp_request_t **reqp, xp_status_t *status)
 		/* The engine knows world ranks; the program, its communicator's. */
 		if (r->comm_obj != NULL && status->source >= 0)
 			status->source = xpi_comm_local_rank(r->comm_obj, status->source);
+		else if (status->source >= r->ctx->size)
+			status->source = 0; /* an endpoint's only peer */
 	} else if (r->status.buf != NULL)
 		xpi_buf_put(r->status.buf); /* nobody can take it: give it back */
 	if (err != 0) {

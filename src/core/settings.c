@@ -106,6 +106,8 @@ static const struct xpi_setting table[] = {
 	  DAY_MS, NULL, NULL,
 	  "dpdk: a peer that acknowledges nothing this long is lost (its operations fail naming "
 	  "it)" },
+	{ "XP_EP_MAX", "ep_max", XPI_SET_SIZE, F(ep_max), 1, 65536, NULL, NULL,
+	  "endpoints (connections made by address) a context holds at once" },
 };
 
 _Static_assert(XPI_ARRAY_SIZE(table) <= XPI_SETTINGS_MAX, "XPI_SETTINGS_MAX too small");
@@ -382,6 +384,7 @@ static void set_defaults(xp_config_t *cfg)
 	cfg->dpdk_udp_port = 47100;
 	cfg->dpdk_peer_timeout_ms = 10000;
 	cfg->dpdk_auth = 1;
+	cfg->ep_max = 1024;
 }
 
 int xpi_setting_from_env(const struct xpi_setting *s, xp_config_t *cfg, char *why, size_t n)

@@ -18,8 +18,10 @@
 
 #include "../core/engine.h"
 
+struct sockaddr_storage;
 struct xpi_boot;
 struct xpi_card_tl;
+struct xpi_config;
 
 /* What a peer wants of a backend (attach's @want). */
 enum { XPI_WANT_LANE = 1, XPI_WANT_WATCH = 2, XPI_WANT_CARRIED = 4, XPI_WANT_ON_NEED = 8 };
@@ -83,7 +85,19 @@ struct xpi_backend {
 	/* Its transport carries sideband messages for others (its ops have
 	 * sideband_send). */
 	bool carries_sideband;
+
+	/*
+	 * For a context that is not a job (xp_open): makes the transport,
+	 * with no peers but the context's endpoint slots, reached at
+	 * @where's address, and adds it to @ctx. NULL: the backend serves
+	 * only jobs. 0 or a negative code.
+	 */
+	int (*open)(xp_context_t *ctx, const struct sockaddr_storage *where);
 };
+
+/* Makes the transport of endpoints in @ctx, a rank of a job whose own
+ * peers did not need it (open.c; ctx->ep_open). 0 or a negative code. */
+int xpi_job_ep_open(xp_context_t *ctx);
 
 /* The backends built in, in attach order, which is also the fallback order:
  * a peer whose pair failed in one is served by a later one. NULL-ended. */
@@ -91,6 +105,9 @@ extern const struct xpi_backend *const xpi_backends[];
 
 /* The backend named @name (case-insensitive, @len bytes), or NULL. */
 const struct xpi_backend *xpi_backend_find(const char *name, size_t len);
+
+/* Whether XP_TRANSPORTS (@cfg) allows @b: unset allows every one. */
+bool xpi_backend_allowed(const struct xpi_config *cfg, const struct xpi_backend *b);
 
 /* The names of the backends built in ("shm, tcp"), and of the transports
  * the capability cards know that this build lacks ("rdma, dpdk"; "" if

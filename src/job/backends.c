@@ -42,6 +42,24 @@ const struct xpi_backend *xpi_backend_find(const char *name, size_t len)
 	return NULL;
 }
 
+bool xpi_backend_allowed(const struct xpi_config *cfg, const struct xpi_backend *b)
+{
+	const char *p = cfg->transports;
+	if (*p == '\0')
+		return true;
+	while (*p != '\0') {
+		size_t len = strcspn(p, ",");
+		while (len > 0 && p[len - 1] == ' ')
+			len--;
+		if (strlen(b->name) == len && strncasecmp(b->name, p, len) == 0)
+			return true;
+		p += strcspn(p, ",");
+		p += *p == ',';
+		p += strspn(p, " ");
+	}
+	return false;
+}
+
 static bool type_built(uint8_t type)
 {
 	for (const struct xpi_backend *const *b = xpi_backends; *b != NULL; b++)

@@ -23,6 +23,7 @@
 #include "../core/be.h"
 #include "../core/compiler.h"
 #include "../core/engine.h"
+#include "../core/ep.h"
 #include "../core/log.h"
 #include "../core/self.h"
 
@@ -404,10 +405,26 @@ static int oob_boot_allgather(xp_context_t *ctx, const void *mine, size_t len, v
 	return rc;
 }
 
+/* A rank of a job has XP_EP_JOB_DEFAULT endpoint slots unless XP_EP_MAX
+ * says otherwise: every rank pays for them, and most jobs use none. */
+#define XP_EP_JOB_DEFAULT 64
+static int ep_slots(const struct xpi_config *cfg)
+{
+	if (cfg->origin[xpi_setting_index("XP_EP_MAX")] != XPI_ORIGIN_DEFAULT)
+		return cfg->ep_max;
+	return cfg->ep_max < XP_EP_JOB_DEFAULT ? cfg->ep_max : XP_EP_JOB_DEFAULT;
+}
+
 static int init_networked(const struct xpi_config *cfg, struct xpi_boot *boot, xp_context_t **out)
 {
 	xp_context_t *ctx;
 	int rc = xpi_context_create(xpi_boot_rank(boot), xpi_boot_size(boot), cfg, &ctx);
+	if (rc == 0) {
+		rc = xpi_ep_slots_init(ctx, ep_slots(cfg));
+		ctx->ep_open = xpi_job_ep_open;
+		if (rc < 0)
+			xpi_context_destroy(ctx);
+	}
 	if (rc < 0) {
 		xpi_boot_destroy(boot);
 		return rc;
@@ -642,6 +659,13 @@ XPI_EXPORT void xp_finalize(xp_context_t *ctx)
 	if (!ctx->networked) {
 		xp_local_job_destroy(ctx->local_job);
 		xpi_xprun_note('F');
+		return;
+	}
+	if (ctx->ep_only) {
+		/* No job to wait for: what is queued leaves, within the
+		 * timeout, and the endpoints close with the transports. */
+		(void)xpi_engine_flush(ctx, ctx->cfg.timeout_ms);
+		destroy_networked(ctx);
 		return;
 	}
 	/* Everyone stops sending before anyone closes: a rank that finalizes

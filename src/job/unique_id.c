@@ -183,7 +183,7 @@ int xpi_uid_take_listener(const struct xpi_uid *u)
 }
 
 /* Rank 0's address: see xp_get_unique_id in xport.h. */
-static int pick_address(const char *ifname, struct sockaddr_storage *ss, socklen_t *len)
+int xpi_uid_pick_address(const char *ifname, struct sockaddr_storage *ss, socklen_t *len)
 {
 	char names[200];
 	int rc = xpi_sock_iface_addr(ifname, ss, len, names, sizeof(names));
@@ -237,7 +237,8 @@ XPI_EXPORT int xp_get_unique_id(xp_unique_id_t *id)
 		}
 		got += k > 0 ? (size_t)k : 0;
 	}
-	rc = pick_address(cfg.socket_ifname[0] != '\0' ? cfg.socket_ifname : NULL, &ss, &len);
+	rc = xpi_uid_pick_address(cfg.socket_ifname[0] != '\0' ? cfg.socket_ifname : NULL, &ss,
+				  &len);
 	if (rc < 0)
 		return rc;
 	xpi_sock_addr_str((struct sockaddr *)&ss, where, sizeof(where));

@@ -63,4 +63,10 @@ void xpi_uid_host(const struct xpi_uid *u, char *host, size_t n);
  */
 int xpi_uid_take_listener(const struct xpi_uid *u);
 
+/* The address a new job's rank 0 (xp_get_unique_id) or a context of no
+ * job (xp_open) listens on, port 0: @ifname's, else the first interface
+ * up and not a loopback, else 127.0.0.1. 0, -ENODEV (@ifname has no
+ * address: the error detail lists those there are), or getifaddrs's. */
+int xpi_uid_pick_address(const char *ifname, struct sockaddr_storage *ss, socklen_t *len);
+
 #endif

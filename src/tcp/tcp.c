@@ -18,7 +18,7 @@
  * failing, the peer's other lane, the engine's own limits): its pending
  * kernel operations are woken and everything held for it fails.
  */
-static void conn_lost(struct xpi_tcp *t, struct tcp_conn *c)
+void tcp_conn_shut(struct xpi_tcp *t, struct tcp_conn *c)
 {
 	if (c->dead)
 		return;
@@ -88,7 +88,7 @@ static void tcp_peer_lost(void *tlp, int peer)
 	struct tcp_conn *c = peer < t->nconn ? tcp_conn_at(t, peer) : NULL;
 	if (c != NULL) { /* else nothing was ever made with it */
 		tcp_wire_peer_lost(t, c);
-		conn_lost(t, c);
+		tcp_conn_shut(t, c);
 	}
 }
 
@@ -103,7 +103,7 @@ void tcp_conn_fail(struct tcp_conn *c, int err, const char *why)
 	/* The engine marks the peer failed and calls tcp_peer_lost; not
 	 * while the transports are destroyed, hence the call after it. */
 	xpi_engine_peer_failed(c->tcp->ctx, c->peer, err, why);
-	conn_lost(c->tcp, c);
+	tcp_conn_shut(c->tcp, c);
 }
 
 /* The first need of @peer's pair (or a pair lost): makes its state if it
@@ -390,7 +390,10 @@ static void handle_cqe(struct xpi_tcp *t, const struct io_uring_cqe *cqe)
 		return;
 	}
 	if (xpi_unlikely(op == TCP_OP_LISTEN)) {
-		tcp_wire_listen_cqe(t, cqe->res, cqe->flags);
+		if (peer == 0)
+			tcp_wire_listen_cqe(t, cqe->res, cqe->flags);
+		else
+			tcp_ep_listen_cqe(t, peer - 1, cqe->res, cqe->flags);
 		return;
 	}
 	if (op == TCP_OP_CANCEL || peer >= t->nconn || tcp_conn_at(t, peer) == NULL)
@@ -562,6 +565,8 @@ static int tcp_progress(void *tlp)
 		tcp_br_refill(t);
 	if (t->need_arm)
 		rearm(t);
+	if (xpi_unlikely(t->nclosing != 0))
+		tcp_ep_progress(t);
 	return n;
 }
 

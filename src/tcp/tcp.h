@@ -118,9 +118,42 @@ struct tcp_bulk_rx {
 	bool cts_queued; /* its clear-to-send is in the control queue */
 };
 
+/* The part of a pair that is an endpoint's (tcp_ep.c): how it proves
+ * itself, and how it ends. */
+struct tcp_ep {
+	/* The connecting side: the listener's address. */
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	/* The key both sides prove (from the listener's secret and the job
+	 * key), and the handshake's arguments made of it. */
+	uint8_t key[XPI_AUTH_KEY_LEN];
+	struct xpi_auth_args auth;
+	/* Names the pair's two connections, so the listener puts the bulk
+	 * one with its control one. */
+	uint8_t id[16];
+	/* The accepting side: the listener it came through, until the pair
+	 * is made and handed to it (-1 after, and on the connecting side). */
+	int lsn;
+	/* Why it could not be made (xp_ep_ready), 0 if it was or is being. */
+	int err;
+	/* xp_ep_close: its goodbye is on its way, then it is shut, then freed. */
+	bool closing;
+	int64_t close_deadline;
+};
+
+/* A listener of endpoints (tcp_ep.c): its own port and secret. */
+struct tcp_ep_listener {
+	int fd;
+	struct xp_listener *pub;
+	uint8_t key[XPI_AUTH_KEY_LEN];
+	struct xpi_auth_args auth;
+	bool armed;
+};
+
 struct tcp_conn {
 	struct xpi_tcp *tcp;
 	int peer;
+	struct tcp_ep *ep;   /* NULL: a pair of the job's ranks */
 	int fd_ctl, fd_bulk; /* -1 until the pair is made (TW_READY) */
 	uint8_t wstate;      /* enum tcp_wire_state */
 	int w_ctl, w_bulk;   /* connections made while the pair is being made */
@@ -263,6 +296,11 @@ struct xpi_tcp {
 	bool direct_tried;
 	uint64_t direct_reads, ring_reads; /* control data read each way */
 	uint8_t *drop;                     /* bytes read to be dropped */
+	/* Endpoints' listeners, by index (the listener poll's user_data);
+	 * NULL once closed, never reused. */
+	struct tcp_ep_listener **lsns;
+	int nlsns;
+	int nclosing; /* endpoints' pairs closing (tcp_ep_finish) */
 	/* Withdrawals asked of receivers (tcp_send_cancel) that a silent
 	 * receiver must not hold up past the wait's deadline for long: this
 	 * timer, at the earliest ask's deadline, withdraws those unanswered. */
@@ -327,6 +365,7 @@ static inline struct tcp_conn *tcp_conn_at(const struct xpi_tcp *t, int peer)
 }
 int tcp_card_parse(const uint8_t card[XPI_TCP_CARD_LEN], struct sockaddr_storage *ss,
 		   socklen_t *len);
+void tcp_card_pack(const struct sockaddr_storage *ss, uint8_t card[XPI_TCP_CARD_LEN]);
 /* The pair of @c has both connections: tunes them and readies @c to serve
  * messages (buffers, the control channel's armed receive). 0 or -ENOMEM. */
 int tcp_conn_ready(struct xpi_tcp *t, struct tcp_conn *c);
@@ -346,8 +385,31 @@ void tcp_wire_timer_fire(struct xp_context *ctx, struct xpi_timer *timer);
 void tcp_wire_peer_lost(struct xpi_tcp *t, struct tcp_conn *c);
 void tcp_wire_fini(struct xpi_tcp *t);
 
+/* tcp_ep.c: endpoints (src/core/ep.h). */
+/* Registers the endpoint ops with the context. */
+void tcp_ep_attach(struct xpi_tcp *t);
+/* The listener of endpoints @lsn has connections to accept. */
+void tcp_ep_listen_cqe(struct xpi_tcp *t, int lsn, int res, unsigned flags);
+/* Closes what is left of endpoints being closed. */
+void tcp_ep_progress(struct xpi_tcp *t);
+/* Closes endpoint slot @slot from inside the transport's progress (a pair
+ * made that nobody will take). */
+void tcp_ep_close_inside(struct xpi_tcp *t, int slot);
+void tcp_ep_fini(struct xpi_tcp *t);
+
+/* tcp_wire.c, for tcp_ep.c */
+/* Accepts what waits on listener fd @fd: the job's (@lsn -1) or an
+ * endpoints' listener. */
+void tcp_wire_accept(struct xpi_tcp *t, int fd, int lsn);
+/* Closes the connections being made for listener @lsn, accepted and
+ * still proving themselves. */
+void tcp_wire_drop_listener(struct xpi_tcp *t, int lsn);
+
 /* tcp.c */
 void tcp_conn_fail(struct tcp_conn *c, int err, const char *why);
+/* Shuts @c's connections and fails what it holds (its peer is lost or
+ * closed). */
+void tcp_conn_shut(struct xpi_tcp *t, struct tcp_conn *c);
 /* Fires at the earliest deadline of a withdrawal asked of a receiver
  * (tcp_send_cancel): takes back those still unanswered. */
 void tcp_ask_timer_fire(struct xp_context *ctx, struct xpi_timer *timer);

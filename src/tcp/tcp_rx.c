@@ -330,7 +330,7 @@ void tcp_ctl_received(struct tcp_conn *c, int res, unsigned flags)
 		tcp_conn_fail(
 			c, -ECONNRESET,
 			c->bye ?
-				"has finalized" :
+				(c->ep != NULL ? "closed the endpoint" : "has finalized") :
 				"closed its connection (it exited, died, or refused what we sent)");
 		return;
 	} else if (res < 0 && res != -ECANCELED) {
@@ -401,7 +401,7 @@ void tcp_bulk_received(struct tcp_conn *c, int res)
 		tcp_conn_fail(
 			c, -ECONNRESET,
 			c->bye ?
-				"has finalized" :
+				(c->ep != NULL ? "closed the endpoint" : "has finalized") :
 				"closed its connection (it exited, died, or refused what we sent)");
 		return;
 	}

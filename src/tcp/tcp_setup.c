@@ -35,7 +35,7 @@
 #define CARD_LEN XPI_TCP_CARD_LEN
 #define CARD_VERSION 1
 
-static void card_pack(const struct sockaddr_storage *ss, uint8_t card[CARD_LEN])
+void tcp_card_pack(const struct sockaddr_storage *ss, uint8_t card[CARD_LEN])
 {
 	memset(card, 0, CARD_LEN);
 	card[0] = CARD_VERSION;
@@ -216,7 +216,7 @@ static int listen_and_publish(struct xpi_tcp *t, struct xpi_boot *boot)
 		return -errno;
 	t->listen_addr = ss;
 	uint8_t mine[CARD_LEN];
-	card_pack(&ss, mine);
+	tcp_card_pack(&ss, mine);
 	t->cards = malloc((size_t)ctx->size * CARD_LEN);
 	if (t->cards == NULL)
 		return -ENOMEM;
@@ -228,8 +228,10 @@ int tcp_conn_ready(struct xpi_tcp *t, struct tcp_conn *c)
 	tune(c->fd_ctl, t->ctx, CH_CTL);
 	tune(c->fd_bulk, t->ctx, CH_BULK);
 	struct sockaddr_storage ps;
-	socklen_t pslen;
-	if (tcp_card_parse(t->cards + (size_t)c->peer * CARD_LEN, &ps, &pslen) == 0)
+	socklen_t pslen = sizeof(ps);
+	/* Where the peer is: its card, or an endpoint's own connection. */
+	if (c->ep != NULL ? getpeername(c->fd_ctl, (struct sockaddr *)&ps, &pslen) == 0 :
+			    tcp_card_parse(t->cards + (size_t)c->peer * CARD_LEN, &ps, &pslen) == 0)
 		c->zc = want_zc(t, &ps, &t->listen_addr);
 	c->tx_buf = malloc(XPI_TCP_TX_CAP);
 	c->asm_buf = malloc(t->max_eager);
@@ -238,6 +240,77 @@ int tcp_conn_ready(struct xpi_tcp *t, struct tcp_conn *c)
 	tcp_ctl_arm(c);
 	io_uring_submit(&t->ring);
 	return 0;
+}
+
+/* The transport's state, for a context of @ctx->npeers peers (ranks and
+ * endpoint slots), listening nowhere yet. */
+static int tcp_create(xp_context_t *ctx, struct xpi_tcp **out)
+{
+	struct xpi_tcp *t = calloc(1, sizeof(*t));
+	if (t == NULL)
+		return -ENOMEM;
+	int n = ctx->npeers;
+	t->ctx = ctx;
+	t->ask_timer.fire = tcp_ask_timer_fire;
+	t->listen_fd = -1;
+	t->evfd = -1;
+	t->direct_peer = -1;
+	t->nconn = n;
+	t->max_eager = XPI_TCP_MAX_EAGER;
+	t->credit_per_peer = ctx->eager_credit_per_peer;
+	t->want = calloc((size_t)n, 1);
+	t->conns = calloc((size_t)n, sizeof(*t->conns));
+	t->linked = calloc((size_t)n, sizeof(*t->linked));
+	t->wire_timer.fire = tcp_wire_timer_fire;
+	t->max_half_open = (n < 1024 ? n : 1024) + 64;
+	t->held = calloc((size_t)n, sizeof(*t->held));
+	t->drop = malloc(XPI_TCP_MAX_EAGER);
+	int rc = -ENOMEM;
+	if (t->want == NULL || t->conns == NULL || t->held == NULL || t->drop == NULL ||
+	    t->linked == NULL)
+		goto fail;
+	/* Room for each pair's few operations in flight; endpoints beyond
+	 * 256 share it (a full ring is retried from progress). */
+	int slots = n - ctx->size < 256 ? n - ctx->size : 256;
+	rc = tcp_ring_init(t, 64 + 4 * (unsigned)(ctx->size + slots));
+	if (rc < 0)
+		goto fail;
+	rc = tcp_br_init(t);
+	if (rc < 0)
+		goto fail;
+	*out = t;
+	return 0;
+fail:
+	tcp_setup_destroy(t);
+	return rc;
+}
+
+/* Adds @t to its context, and its endpoints' ops where it has slots. */
+static int tcp_add(struct xpi_tcp *t)
+{
+	t->tl_index = t->ctx->ntls;
+	int rc = xpi_context_add_tl(t->ctx, &xpi_tcp_ops, t);
+	if (rc == 0)
+		tcp_ep_attach(t);
+	return rc;
+}
+
+int xpi_tcp_open(xp_context_t *ctx, const struct sockaddr_storage *where)
+{
+	struct xpi_tcp *t;
+	int rc = tcp_create(ctx, &t);
+	if (rc < 0)
+		return rc;
+	/* No job: no key from a bootstrap, only the program's, and no
+	 * listener of the job's (endpoints' listeners have their own). */
+	if (ctx->cfg.has_job_key)
+		rc = xpi_auth_key_from_string(ctx->cfg.job_key, t->key);
+	t->listen_addr = *where;
+	if (rc == 0)
+		rc = tcp_add(t);
+	if (rc < 0)
+		tcp_setup_destroy(t);
+	return rc;
 }
 
 int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want)
@@ -254,39 +327,12 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 		free(all);
 		return rc;
 	}
-	struct xpi_tcp *t = calloc(1, sizeof(*t));
-	if (t == NULL)
-		return -ENOMEM;
-	t->want = calloc((size_t)ctx->size, 1);
-	if (t->want == NULL) {
-		free(t);
-		return -ENOMEM;
-	}
+	struct xpi_tcp *t;
+	int rc = tcp_create(ctx, &t);
+	if (rc < 0)
+		return rc;
 	for (int p = 0; p < ctx->size; p++)
 		t->want[p] = p != ctx->rank && want[p];
-	t->ctx = ctx;
-	t->ask_timer.fire = tcp_ask_timer_fire;
-	t->listen_fd = -1;
-	t->evfd = -1;
-	t->direct_peer = -1;
-	t->nconn = ctx->size;
-	t->max_eager = XPI_TCP_MAX_EAGER;
-	t->credit_per_peer = ctx->eager_credit_per_peer;
-	t->conns = calloc((size_t)ctx->size, sizeof(*t->conns));
-	t->linked = calloc((size_t)ctx->size, sizeof(*t->linked));
-	t->wire_timer.fire = tcp_wire_timer_fire;
-	t->max_half_open = (ctx->size < 1024 ? ctx->size : 1024) + 64;
-	t->held = calloc((size_t)ctx->size, sizeof(*t->held));
-	t->drop = malloc(XPI_TCP_MAX_EAGER);
-	int rc = -ENOMEM;
-	if (t->conns == NULL || t->held == NULL || t->drop == NULL || t->linked == NULL)
-		goto fail;
-	rc = tcp_ring_init(t, 64 + 4 * (unsigned)ctx->size);
-	if (rc < 0)
-		goto fail;
-	rc = tcp_br_init(t);
-	if (rc < 0)
-		goto fail;
 	rc = listen_and_publish(t, boot);
 	if (rc < 0)
 		goto fail;
@@ -305,8 +351,7 @@ int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want
 			(void)tcp_wire_need(t, c);
 		}
 	io_uring_submit(&t->ring);
-	t->tl_index = ctx->ntls;
-	rc = xpi_context_add_tl(ctx, &xpi_tcp_ops, t);
+	rc = tcp_add(t);
 	if (rc < 0)
 		goto fail;
 	if (xpi_debug_on("transport"))
@@ -416,7 +461,9 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 		free(c->tx_buf);
 		free(c->asm_buf);
 		free(c->acks);
+		free(c->ep);
 	}
+	tcp_ep_fini(t);
 	tcp_wire_fini(t);
 	tcp_br_fini(t);
 	tcp_ring_fini(t);
@@ -507,4 +554,5 @@ const struct xpi_backend xpi_tcp_backend = {
 	.attach = tcp_attach,
 	.probe = tcp_probe,
 	.carries_sideband = true,
+	.open = xpi_tcp_open,
 };

@@ -20,6 +20,14 @@ extern const struct xpi_tl_ops xpi_tcp_ops;
  */
 int xpi_tcp_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *want);
 
+/*
+ * The transport of a context that is not a job (xp_open): no peers but its
+ * endpoints, whose listeners are made at @where's address. 0 or a
+ * negative code.
+ */
+struct sockaddr_storage;
+int xpi_tcp_open(xp_context_t *ctx, const struct sockaddr_storage *where);
+
 void tcp_setup_destroy(struct xpi_tcp *t);
 
 #endif

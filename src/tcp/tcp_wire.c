@@ -54,6 +54,7 @@
 #include "../core/clock.h"
 #include "../core/log.h"
 #include "../job/sock.h"
+#include "../core/ep.h"
 #include "tcp.h"
 
 /* What an accepted connection has to prove the job key in. */
@@ -76,6 +77,7 @@ struct tcp_wire {
 	uint32_t gen; /* 0: the slot is free; else tags its polls (and its age) */
 	int fd;
 	int peer; /* -1 on an accepted one until its handshake proves a rank */
+	int lsn;  /* accepted: -1 through the job's listener, else an endpoints' */
 	uint8_t ch;
 	bool out; /* we connected */
 	uint8_t phase;
@@ -227,6 +229,8 @@ static void pair_failed(struct xpi_tcp *t, struct tcp_conn *c, int err, const ch
 	va_end(ap);
 	drop_attempts(t, c);
 	set_state(t, c, TW_IDLE);
+	if (c->ep != NULL && c->ep->err == 0)
+		c->ep->err = err;
 	/* A peer whose host refuses it is gone (its listener lives as long
 	 * as its process): lost, as a broken connection says it. */
 	tcp_conn_fail(c, err == -ECONNREFUSED ? -ECONNRESET : err, why);
@@ -245,6 +249,17 @@ static void pair_ready(struct xpi_tcp *t, struct tcp_conn *c)
 		return;
 	}
 	t->linked[t->nlinked++] = c->peer;
+	if (c->ep != NULL && c->ep->lsn >= 0) {
+		struct tcp_ep_listener *l = t->lsns[c->ep->lsn];
+		c->ep->lsn = -1;
+		if (l == NULL || xpi_ep_accepted(l->pub, c->peer) < 0) {
+			/* Closed meanwhile, or no room: nobody will take it. */
+			t->ctx->ep_state[c->peer - t->ctx->size] = XPI_SLOT_CLOSING;
+			xpi_engine_peer_closed(t->ctx, c->peer);
+			tcp_ep_close_inside(t, c->peer);
+			return;
+		}
+	}
 	if (xpi_debug_on("transport"))
 		xpi_log(XPI_LOG_INFO, "rank %d: tcp to rank %d connected, %.3f ms after first need",
 			t->ctx->rank, c->peer, (double)(now_ns() - c->w_started) / 1e6);
@@ -254,6 +269,12 @@ static void pair_ready(struct xpi_tcp *t, struct tcp_conn *c)
 
 static int peer_addr(struct xpi_tcp *t, int peer, struct sockaddr_storage *ss, socklen_t *len)
 {
+	const struct tcp_conn *c = tcp_conn_at(t, peer);
+	if (c != NULL && c->ep != NULL) {
+		*ss = c->ep->addr;
+		*len = c->ep->addrlen;
+		return 0;
+	}
 	return tcp_card_parse(t->cards + (size_t)peer * XPI_TCP_CARD_LEN, ss, len);
 }
 
@@ -294,6 +315,7 @@ static int connect_start(struct xpi_tcp *t, struct tcp_conn *c, uint8_t ch)
 	*w = (struct tcp_wire){ .gen = ++t->wire_gen != 0 ? t->wire_gen : ++t->wire_gen,
 				.fd = fd,
 				.peer = c->peer,
+				.lsn = -1,
 				.ch = ch,
 				.out = true,
 				.phase = WP_CONNECT,
@@ -379,6 +401,8 @@ static void refuse_in(struct xpi_tcp *t, int i, int rc)
 		xpi_log(loud ? XPI_LOG_WARN : XPI_LOG_DEBUG,
 			"rank %d: tcp refused the connection from %s: %s%s", t->ctx->rank,
 			w->hs.peer,
+			rc == -EACCES && w->lsn >= 0 ?
+				"it does not know this endpoint listener's secret (or job key)" :
 			rc == -EACCES ? "wrong job key, or a rank of another job" :
 			rc == -EPROTO ? "not an xport rank of this job (malformed hello)" :
 					errtext(rc),
@@ -392,6 +416,27 @@ static void refuse_in(struct xpi_tcp *t, int i, int rc)
 static bool answer(struct tcp_wire *w, uint8_t verdict)
 {
 	return send(w->fd, &verdict, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1;
+}
+
+/* Accepted connection @i, answered 'Y', becomes channel @ch of @c's pair. */
+static void take_wire(struct xpi_tcp *t, int i, struct tcp_conn *c, uint8_t ch)
+{
+	int fd = t->wires[i].fd;
+	t->wires[i].peer = c->peer;
+	wire_free(t, i);
+	if (ch == CH_CTL) {
+		if (c->wstate == TW_IDLE)
+			c->w_started = now_ns();
+		c->w_ctl = fd;
+		/* Its bulk connection follows at once; a peer that never
+		 * sends it leaves the pair unmade (w_deadline). */
+		c->w_deadline = now_ns() + (int64_t)t->ctx->cfg.timeout_ms * 1000000;
+		set_state(t, c, TW_IN);
+		timer_at(t, c->w_deadline);
+	} else {
+		c->w_bulk = fd;
+		pair_ready(t, c);
+	}
 }
 
 /* Accepted connection @i proved rank w->peer: take it or refuse it. */
@@ -426,30 +471,81 @@ static void decide(struct xpi_tcp *t, int i)
 		wire_close(t, i); /* gone meanwhile: it connects again or fails */
 		return;
 	}
-	int fd = w->fd;
-	w->peer = q;
-	wire_free(t, i);
-	if (ch == CH_CTL) {
-		if (c->wstate == TW_OUT)
-			drop_attempts(t, c); /* the lower rank's connection wins */
-		if (c->wstate == TW_IDLE)
-			c->w_started = now_ns();
-		c->w_ctl = fd;
-		/* Its bulk connection follows at once; a peer that never
-		 * sends it leaves the pair unmade (w_deadline). */
-		c->w_deadline = now_ns() + (int64_t)t->ctx->cfg.timeout_ms * 1000000;
-		set_state(t, c, TW_IN);
-		timer_at(t, c->w_deadline);
-	} else {
-		c->w_bulk = fd;
-		pair_ready(t, c);
-	}
+	if (ch == CH_CTL && c->wstate == TW_OUT)
+		drop_attempts(t, c); /* the lower rank's connection wins */
+	take_wire(t, i, c, ch);
 }
 
-static void accept_burst(struct xpi_tcp *t)
+/* The endpoint's pair @id of listener @lsn whose control connection was
+ * taken and whose bulk one has not come yet, or NULL. */
+static struct tcp_conn *ep_pair_of(struct xpi_tcp *t, int lsn, const uint8_t *id)
+{
+	for (int p = t->ctx->size; p < t->nconn; p++) {
+		struct tcp_conn *c = t->conns[p];
+		if (c != NULL && c->ep != NULL && c->ep->lsn == lsn && c->wstate == TW_IN &&
+		    c->w_bulk < 0 && memcmp(c->ep->id, id, sizeof(c->ep->id)) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+/* Accepted connection @i proved it knows listener w->lsn's secret: its
+ * control connection takes an endpoint slot, its bulk one joins it. */
+static void decide_ep(struct xpi_tcp *t, int i)
+{
+	struct tcp_wire *w = &t->wires[i];
+	uint8_t ch = w->hs.data[0];
+	const uint8_t *id = w->hs.data + 1;
+	struct tcp_conn *c = NULL;
+	if (ch == CH_CTL && ep_pair_of(t, w->lsn, id) == NULL) {
+		int slot = xpi_ep_slot_take(t->ctx, w->hs.peer);
+		if (slot >= 0) {
+			c = tcp_conn_get(t, slot);
+			struct tcp_ep *ep = c != NULL ? calloc(1, sizeof(*ep)) : NULL;
+			if (ep == NULL) {
+				xpi_ep_slot_released(t->ctx, slot);
+				c = NULL;
+			} else {
+				memcpy(ep->id, id, sizeof(ep->id));
+				ep->lsn = w->lsn;
+				c->ep = ep;
+				t->want[slot] = 1;
+			}
+		} else {
+			xpi_log(XPI_LOG_WARN,
+				"rank %d: tcp refused an endpoint's connection from %s: all %d "
+				"endpoints are open (XP_EP_MAX)",
+				t->ctx->rank, w->hs.peer, t->ctx->npeers - t->ctx->size);
+		}
+	} else if (ch == CH_BULK) {
+		c = ep_pair_of(t, w->lsn, id);
+	}
+	if (c == NULL || !answer(w, VERDICT_YES)) {
+		if (c != NULL && ch == CH_CTL) { /* gone meanwhile: give the slot back */
+			set_state(t, c, TW_IDLE);
+			c->dead = true;
+			t->ctx->ep_state[c->peer - t->ctx->size] = XPI_SLOT_CLOSING;
+			tcp_ep_close_inside(t, c->peer);
+		}
+		if (c == NULL)
+			(void)answer(w, VERDICT_NO);
+		wire_close(t, i);
+		return;
+	}
+	take_wire(t, i, c, ch);
+}
+
+void tcp_wire_drop_listener(struct xpi_tcp *t, int lsn)
+{
+	for (int i = 0; i < t->nwires; i++)
+		if (t->wires[i].gen != 0 && !t->wires[i].out && t->wires[i].lsn == lsn)
+			wire_close(t, i);
+}
+
+void tcp_wire_accept(struct xpi_tcp *t, int lfd, int lsn)
 {
 	for (int k = 0; k < ACCEPT_BURST; k++) {
-		int fd = accept4(t->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
@@ -478,11 +574,15 @@ static void accept_burst(struct xpi_tcp *t)
 		*w = (struct tcp_wire){ .gen = ++t->wire_gen != 0 ? t->wire_gen : ++t->wire_gen,
 					.fd = fd,
 					.peer = -1,
+					.lsn = lsn,
 					.out = false,
 					.phase = WP_HANDSHAKE };
 		t->nhalf_open++;
-		struct xpi_auth_args a = t->auth;
-		a.recv_len = 1; /* the channel */
+		/* A rank proves the job key and sends its channel; an
+		 * endpoint proves the listener's key, and sends its channel
+		 * and its pair's id. */
+		struct xpi_auth_args a = lsn < 0 ? t->auth : t->lsns[lsn]->auth;
+		a.recv_len = lsn < 0 ? 1 : 1 + sizeof(((struct tcp_ep *)0)->id);
 		if (xpi_auth_hs_start(&w->hs, fd, &a, HANDSHAKE_MS) < 0) {
 			wire_close(t, i);
 			return;
@@ -498,7 +598,7 @@ void tcp_wire_listen_cqe(struct xpi_tcp *t, int res, unsigned flags)
 	if (!(flags & IORING_CQE_F_MORE))
 		t->listen_armed = false;
 	if (res >= 0 && t->listen_fd >= 0)
-		accept_burst(t);
+		tcp_wire_accept(t, t->listen_fd, -1);
 	if (!t->listen_armed && t->listen_fd >= 0)
 		tcp_wire_arm_listener(t);
 }
@@ -517,10 +617,17 @@ void tcp_wire_step(struct xpi_tcp *t, int i)
 			out_failed(t, i, -err, "connecting");
 			return;
 		}
-		uint8_t ch = w->ch;
-		struct xpi_auth_args a = t->auth;
-		a.send = &ch;
+		/* A rank sends its channel; an endpoint the channel and the
+		 * pair's id, under the endpoint's key. */
+		const struct tcp_conn *c = t->conns[w->peer];
+		uint8_t hello[1 + sizeof(c->ep->id)] = { w->ch };
+		struct xpi_auth_args a = c->ep != NULL ? c->ep->auth : t->auth;
+		a.send = hello;
 		a.send_len = 1;
+		if (c->ep != NULL) {
+			memcpy(hello + 1, c->ep->id, sizeof(c->ep->id));
+			a.send_len = sizeof(hello);
+		}
 		int left = xpi_deadline_left_ms(w->deadline);
 		int rc = xpi_auth_hs_start(&w->hs, w->fd, &a, left > 0 ? left : 1);
 		if (rc < 0) {
@@ -543,10 +650,14 @@ void tcp_wire_step(struct xpi_tcp *t, int i)
 			return;
 		}
 		if (!w->out) {
-			decide(t, i);
+			if (w->lsn >= 0)
+				decide_ep(t, i);
+			else
+				decide(t, i);
 			return;
 		}
-		if (w->hs.peer_rank != w->peer) {
+		/* An endpoint's listener proves itself as rank 0 of 2. */
+		if (w->hs.peer_rank != (t->conns[w->peer]->ep != NULL ? 0 : w->peer)) {
 			out_failed(t, i, -EPROTO, "another rank answered at its address");
 			return;
 		}
@@ -570,7 +681,11 @@ void tcp_wire_step(struct xpi_tcp *t, int i)
 		 * connecting too): wait for its connection. */
 		struct tcp_conn *c = t->conns[w->peer];
 		wire_close(t, i);
-		if (c->w_ctl < 0 && c->wstate == TW_OUT)
+		if (c->ep != NULL)
+			pair_failed(t, c, -ECONNREFUSED,
+				    "refused the connection (its listener closed, or it has no "
+				    "endpoint left)");
+		else if (c->w_ctl < 0 && c->wstate == TW_OUT)
 			set_state(t, c, TW_WAIT_IN);
 		else
 			pair_failed(t, c, -EPROTO, "refused the second connection of its pair");
@@ -606,7 +721,12 @@ void tcp_wire_timer_fire(struct xp_context *ctx, struct xpi_timer *timer)
 		struct tcp_conn *c = t->conns[p];
 		if (c == NULL || !transient(c) || c->w_deadline > now)
 			continue;
-		if (c->wstate == TW_IN) {
+		if (c->wstate == TW_IN && c->ep != NULL) {
+			/* An endpoint's: nobody has it yet, and nobody will. */
+			pair_failed(t, c, -ETIMEDOUT, "did not complete its connection");
+			t->ctx->ep_state[c->peer - t->ctx->size] = XPI_SLOT_CLOSING;
+			tcp_ep_close_inside(t, c->peer);
+		} else if (c->wstate == TW_IN) {
 			/* Its control connection came, its bulk one never did:
 			 * start over on the next need. */
 			drop_attempts(t, c);
