@@ -140,6 +140,7 @@ struct opts {
 	bool json, progress, pin, sizes_given;
 	bool reg;        /* --register: xp_mem_register the point-to-point buffers */
 	bool one_buffer; /* --one-buffer: every receive of a round into one buffer */
+	bool endpoints;  /* --endpoints: over an endpoint of the two ranks (xp_connect) */
 	int transport;   /* enum transport_choice */
 	size_t *sizes;
 	int nsizes;
@@ -221,6 +222,7 @@ struct rank_state {
 	int rank, peer;
 	xp_context_t *ctx;
 	xp_comm_t *comm;
+	xp_ep_t *ep;    /* --endpoints: the measured messages go on it, not on comm */
 	char lanes[32]; /* a result's transport when the lanes differ: "tcp/rdma" */
 	pthread_t thread;
 	uint8_t *sbuf, *rbuf;   /* lat, and the senders' buffer */
@@ -285,7 +287,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: xport-perf [lat|bw|bibw|rate|all] [--json] [--sizes a,b,c] [--iters N]\n"
 		"                  [--window N] [--transport inproc|shm|tcp] [--no-pin] [--progress]\n"
-		"                  [--register] [--one-buffer]\n"
+		"                  [--register] [--one-buffer] [--endpoints]\n"
 		"                  [--version] [--help]\n"
 		"       xport-perf allreduce|reduce_scatter|allgather|bcast|alltoall|barrier|coll\n"
 		"                  [-b MIN] [-e MAX] [-f FACTOR] [--sizes a,b,c] [--dtype T] [--op OP]\n"
@@ -349,6 +351,10 @@ static void usage(FILE *f)
 		"  --one-buffer bw, bibw, rate: every receive of a round into one buffer, as\n"
 		"               osu_bw and ucx_perftest do (the receiver's copies stay in its\n"
 		"               cache); default: each into its own, as an application's would\n"
+		"  --endpoints  point-to-point tests between processes: over an endpoint the\n"
+		"               two ranks make (rank 0 listens, rank 1 connects: xp_listen,\n"
+		"               xp_connect; TCP), not over their job's pair; transport\n"
+		"               tcp-endpoint\n"
 		"  --progress   a line on stderr per size (the default when stderr is a\n"
 		"               terminal, or under xprun when xprun's is: XPRUN_STDERR_TTY=1)\n"
 		"  --version    print the version and exit\n"
@@ -561,10 +567,30 @@ static inline void stamp(uint8_t *buf, size_t size, long i, int rank)
 	buf[size - 1] = stamp_last(i, rank);
 }
 
+/* The measured sends and receives: to and from the peer rank, or on the
+ * endpoint between the two (--endpoints). */
+static int p2p_isend(const struct rank_state *rs, const void *buf, size_t len, uint64_t tag,
+		     xp_request_t **req)
+{
+	return rs->ep != NULL ? xp_ep_isend(rs->ep, buf, len, tag, req) :
+				xp_isend(rs->comm, buf, len, rs->peer, tag, req);
+}
+
+static int p2p_irecv(const struct rank_state *rs, void *buf, size_t cap, uint64_t tag,
+		     xp_request_t **req)
+{
+	return rs->ep != NULL ? xp_ep_irecv(rs->ep, buf, cap, tag, XP_TAG_EXACT, req) :
+				xp_irecv(rs->comm, buf, cap, rs->peer, tag, XP_TAG_EXACT, req);
+}
+
+/* Whether the measured messages go on an endpoint, whose receives report
+ * source 0 (its only peer). */
+static bool on_endpoint;
+
 static void check_recv(int rank, const char *test, size_t size, long i, const xp_status_t *st,
 		       const uint8_t *buf, int src, uint64_t tag)
 {
-	if (st->length != size || st->source != src || st->tag != tag)
+	if (st->length != size || st->source != (on_endpoint ? 0 : src) || st->tag != tag)
 		die("rank %d: %s %zu B, message %ld: received %zu bytes from rank %d tag 0x%" PRIx64
 		    ", expected %zu bytes from rank %d tag 0x%" PRIx64,
 		    rank, test, size, i, st->length, st->source, st->tag, size, src, tag);
@@ -797,7 +823,15 @@ static void stats_after(struct rank_state *rs, const char *test, size_t size, st
 	xp_route_t route;
 	XP_CHECK(0, xp_route_get(rs->ctx, rs->peer, size, &route));
 	const char *counted = eager != 0 && rndv != 0 ? "mixed" : rndv != 0 ? "rndv" : "eager";
-	/* "tcp/rdma": messages over tcp, rendezvous payloads over rdma. */
+	/* "tcp/rdma": messages over tcp, rendezvous payloads over rdma. An
+	 * endpoint's are TCP's: the route (of the ranks' pair) is not its. */
+	if (rs->ep != NULL) {
+		snprintf(rs->lanes, sizeof(rs->lanes), "tcp-endpoint");
+		r->transport = rs->lanes;
+		r->protocol = counted;
+		r->route_protocol = NULL;
+		return;
+	}
 	if (strcmp(route.transport, route.payloads) != 0) {
 		snprintf(rs->lanes, sizeof(rs->lanes), "%s/%s", route.transport, route.payloads);
 		r->transport = rs->lanes;
@@ -818,6 +852,30 @@ static void stats_after(struct rank_state *rs, const char *test, size_t size, st
 			" rendezvous sends; the row says %s\n",
 			test, size, route.protocol, route.rndv_threshold, eager, rndv, counted);
 	}
+}
+
+/* --endpoints: rank 0 listens and gives its address to rank 1 out of band;
+ * rank 1 connects; both poll until the endpoint is ready. */
+static void connect_endpoint(struct rank_state *rs)
+{
+	xp_ep_addr_t mine = { { 0 } }, all[NRANKS];
+	xp_listener_t *l = NULL;
+	if (rs->rank == 0)
+		XP_CHECK(0, xp_listen(rs->ctx, &l, &mine));
+	ctl_gather(rs, &mine, sizeof(mine), all);
+	int rc;
+	if (rs->rank == 0) {
+		while ((rc = xp_accept(l, &rs->ep)) == -EAGAIN)
+			;
+		XP_CHECK(0, rc);
+	} else {
+		XP_CHECK(rs->rank, xp_connect(rs->ctx, &all[0], &rs->ep));
+		while ((rc = xp_ep_ready(rs->ep)) == -EAGAIN)
+			;
+		XP_CHECK(rs->rank, rc);
+	}
+	xp_listener_close(l);
+	on_endpoint = true;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -903,7 +961,6 @@ static void run_lat(struct rank_state *rs, size_t size)
 	struct bench *b = rs->b;
 	const int me = rs->rank, peer = rs->peer;
 	const uint64_t tag = test_tag[T_LAT];
-	xp_comm_t *comm = rs->comm;
 	xp_request_t *rr = NULL, *sr;
 	xp_status_t st;
 	long iters, warm;
@@ -913,14 +970,14 @@ static void run_lat(struct rank_state *rs, size_t size)
 	progress(rs, "lat", size);
 	stats_before(rs);
 	if (me == 1) /* The first ping's receive is posted before rank 0 may send. */
-		XP_CHECK(me, xp_irecv(comm, rs->rbuf, size, peer, tag, XP_TAG_EXACT, &rr));
+		XP_CHECK(me, p2p_irecv(rs, rs->rbuf, size, tag, &rr));
 	ctl_barrier(rs);
 	if (me == 0) {
 		for (long i = 0; i < n; i++) {
 			rs->ts[i] = now_ns();
 			stamp(rs->sbuf, size, i, me);
-			XP_CHECK(me, xp_irecv(comm, rs->rbuf, size, peer, tag, XP_TAG_EXACT, &rr));
-			XP_CHECK(me, xp_isend(comm, rs->sbuf, size, peer, tag, &sr));
+			XP_CHECK(me, p2p_irecv(rs, rs->rbuf, size, tag, &rr));
+			XP_CHECK(me, p2p_isend(rs, rs->sbuf, size, tag, &sr));
 			rs->sent = true;
 			wait_ok(me, &sr, NULL, "xp_wait (lat send)");
 			wait_ok(me, &rr, &st, "xp_wait (lat receive)");
@@ -934,10 +991,9 @@ static void run_lat(struct rank_state *rs, size_t size)
 			/* The next ping cannot be sent before this pong
 			 * arrives, so its receive is posted first. */
 			if (i + 1 < n)
-				XP_CHECK(me, xp_irecv(comm, rs->rbuf, size, peer, tag, XP_TAG_EXACT,
-						      &rr));
+				XP_CHECK(me, p2p_irecv(rs, rs->rbuf, size, tag, &rr));
 			stamp(rs->sbuf, size, i, me);
-			XP_CHECK(me, xp_isend(comm, rs->sbuf, size, peer, tag, &sr));
+			XP_CHECK(me, p2p_isend(rs, rs->sbuf, size, tag, &sr));
 			rs->sent = true;
 			wait_ok(me, &sr, NULL, "xp_wait (lat send)");
 		}
@@ -976,7 +1032,7 @@ static void send_round(struct rank_state *rs, uint64_t tag, size_t size, long n)
 		xp_request_t **slot = &rs->sreqs[i % w];
 		if (i >= w)
 			wait_ok(me, slot, NULL, "xp_wait (send)");
-		XP_CHECK(me, xp_isend(rs->comm, rs->sbuf, size, rs->peer, tag, slot));
+		XP_CHECK(me, p2p_isend(rs, rs->sbuf, size, tag, slot));
 		rs->sent = true;
 	}
 	for (long i = n > w ? n - w : 0; i < n; i++)
@@ -1029,8 +1085,7 @@ static int64_t sendrecv_round(struct rank_state *rs, const char *test, uint64_t 
 	while (sent < n || got < n) {
 		bool moved = false;
 		while (posted < n && posted - sent < w) {
-			XP_CHECK(me, xp_isend(rs->comm, rs->sbuf, size, rs->peer, tag,
-					      &rs->sreqs[posted % w]));
+			XP_CHECK(me, p2p_isend(rs, rs->sbuf, size, tag, &rs->sreqs[posted % w]));
 			posted++;
 			moved = true;
 			rs->sent = true;
@@ -1094,8 +1149,8 @@ static void run_stream(struct rank_state *rs, enum test_id t, size_t size)
 	for (long r = 0; r < warm + rounds; r++) {
 		if (recvs)
 			for (long k = 0; k < n; k++)
-				XP_CHECK(me, xp_irecv(rs->comm, recv_slot(rs, k, size), size,
-						      rs->peer, tag, XP_TAG_EXACT, &rs->rreqs[k]));
+				XP_CHECK(me, p2p_irecv(rs, recv_slot(rs, k, size), size, tag,
+						       &rs->rreqs[k]));
 		/* The previous round's sends have all completed, so the
 		 * buffer is ours again. */
 		if (sends)
@@ -2322,6 +2377,8 @@ static int main_net(struct bench *b)
 	ctl_gather(&rs, &mine, sizeof(mine), rs.info);
 	b->clock_ns = clock_cost_ns();
 
+	if (o->endpoints && !o->is_coll)
+		connect_endpoint(&rs);
 	/* The transport keeps some pooled buffers for itself (TCP: its
 	 * provided-buffer ring); only more than that at the end is a leak. */
 	xp_stats_t st;
@@ -2341,6 +2398,8 @@ static int main_net(struct bench *b)
 			" pooled buffers in use after all requests completed, %" PRIu64
 			" before the tests\n",
 			rs.rank, st.pool_bufs_in_use, rs.bufs_at_start);
+	/* Both ranks are done with it (the last control operation). */
+	xp_ep_close(rs.ep);
 	xp_finalize(ctx);
 	free(rs.info);
 	return 0;
@@ -2527,6 +2586,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_NO_PIN,
 		OPT_REGISTER,
 		OPT_ONE_BUFFER,
+		OPT_ENDPOINTS,
 		OPT_VERSION,
 		OPT_DTYPE,
 		OPT_OP,
@@ -2545,6 +2605,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "no-pin", no_argument, NULL, OPT_NO_PIN },
 		{ "register", no_argument, NULL, OPT_REGISTER },
 		{ "one-buffer", no_argument, NULL, OPT_ONE_BUFFER },
+		{ "endpoints", no_argument, NULL, OPT_ENDPOINTS },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ "minbytes", required_argument, NULL, 'b' },
 		{ "maxbytes", required_argument, NULL, 'e' },
@@ -2693,6 +2754,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_NO_PIN:
 			o->pin = false;
+			break;
+		case OPT_ENDPOINTS:
+			o->endpoints = true;
 			break;
 		case OPT_ONE_BUFFER:
 			o->one_buffer = true;

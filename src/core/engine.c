@@ -288,6 +288,8 @@ static void stream_broken(xp_context_t *ctx, struct xpi_msg *m)
 /* The call the program made: xp_recv, or xp_irecv (then waited for). */
 static const char *op_name(const xp_request_t *r)
 {
+	if (r->comm == XPI_EP_COMM)
+		return r->op == XPI_OP_SEND ? "xp_ep_isend" : "xp_ep_irecv";
 	switch (r->op) {
 	case XPI_OP_SEND:
 		return r->blocking ? "xp_send" : "xp_isend";

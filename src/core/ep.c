@@ -307,10 +307,14 @@ XPI_EXPORT int xp_ep_ready(xp_ep_t *ep)
 	if (rc < 0 && rc != -EAGAIN) {
 		char name[96];
 		xpi_peer_name(ctx, ep->slot, name, sizeof(name));
-		xpi_fail(rc, "rank %d: %s cannot be connected: %s", ctx->rank, name,
+		xpi_fail(rc, "rank %d: %s cannot be connected: %s%s", ctx->rank, name,
 			 ctx->peers[ep->slot].failed_why[0] != '\0' ?
 				 ctx->peers[ep->slot].failed_why :
-				 xp_strerror(rc));
+				 xp_strerror(rc),
+			 rc == -EACCES ? " (the listener and we do not prove the same key: an "
+					 "address whose secret is not the listener's, or a job key "
+					 "on one side only or not the same)" :
+					 "");
 	}
 	xpi_owner_release(ctx);
 	return rc;

@@ -260,11 +260,14 @@ static void close_slot(struct xpi_tcp *t, int slot, bool inside)
 	}
 	if (c->ep->closing)
 		return;
-	c->ep->closing = true;
 	c->ep->close_deadline = xpi_now_ns() + CLOSE_GRACE_NS;
-	t->nclosing++;
+	/* The goodbye first, while the pair is not yet marked closing: the
+	 * progress it runs frees closing pairs (tcp_ep_progress), never an
+	 * open one, so @c outlives it. */
 	if (c->wstate == TW_READY && !c->dead && c->tx_buf != NULL && !inside)
 		say_goodbye(t, c);
+	c->ep->closing = true;
+	t->nclosing++;
 }
 
 void tcp_ep_close_inside(struct xpi_tcp *t, int slot)
