@@ -459,6 +459,7 @@ static int job_rank(int rank, void *arg)
 	T_OK(xp_wait(&r, XP_TIMEOUT_DEFAULT, NULL));
 	T_EQ(theirs, 101 - (uint32_t)rank);
 	T_EQ(xp_test(&wild, NULL), 0); /* the endpoint's message was not the job's */
+	T_OK(xp_oob_barrier(ctx));     /* both have looked before either sends */
 	uint32_t job_out = 200 + (uint32_t)rank;
 	T_OK(xp_send(w, &job_out, sizeof(job_out), 1 - rank, 5));
 	T_OK(xp_wait(&wild, XP_TIMEOUT_DEFAULT, NULL));

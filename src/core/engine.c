@@ -975,7 +975,10 @@ void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *wh
 	 * payload, sends the peer announced or claimed. Every transport, not
 	 * only the one that noticed: the peer's other lane holds some too. */
 	for (int i = 0; i < ctx->ntls && !ctx->tls_closing; i++)
-		if (ctx->tls[i].ops->peer_lost != NULL)
+		/* An endpoint is known only to the transport that makes
+		 * endpoints: the others' arrays hold the job's ranks. */
+		if (ctx->tls[i].ops->peer_lost != NULL &&
+		    (peer < ctx->size || i == ctx->ep_tl_index))
 			ctx->tls[i].ops->peer_lost(ctx->tls[i].tl, peer);
 	/* An error only if it failed something the program sees: a peer
 	 * that finalized after the job's last barrier, or one stopped with

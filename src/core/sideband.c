@@ -14,7 +14,10 @@
 
 int xpi_engine_sideband(xp_context_t *ctx, int peer, uint8_t type, const uint8_t *data, size_t len)
 {
-	if (type >= XPI_SIDEBAND_TYPES || ctx->sideband[type].take == NULL)
+	/* The takers' arrays hold the job's ranks: an endpoint (ep.h) has
+	 * no transport that trades through it, and one that sends such a
+	 * message is broken. */
+	if (type >= XPI_SIDEBAND_TYPES || ctx->sideband[type].take == NULL || peer >= ctx->size)
 		return -ENOENT;
 	ctx->sideband[type].take(ctx->sideband[type].tl, peer, data, len);
 	return 0;
