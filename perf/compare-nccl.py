@@ -18,8 +18,8 @@ drift hits all alike:
 Rows: 8 B latency (p50 of the one-way time), 1 MiB bandwidth with 32
 messages in flight and 64 MiB with 4, as xport-nccl-perf keeps them. All
 three run with XP_THREAD_MODE=multi (the plugin's mode: NCCL calls it from
-several threads) and unpinned (xport-perf --no-pin; xport-nccl-perf pins
-nothing). Prints the median over rounds of each, and the paired ratio to
+several threads) and pinned alike: rank or process r on CPU r (xport-perf's
+and xport-nccl-perf's default; a plugin's threads share its process's CPU). Prints the median over rounds of each, and the paired ratio to
 p2p (the median of each round's own ratio; latency: below 1 is faster;
 bandwidth: above 1 is faster), with every command line it ran.
 """
@@ -47,7 +47,7 @@ def run(cmd, env):
 
 def xport_perf_cmds(build, endpoints):
     base = [f"{build}/tools/xprun", "-n", "2", f"{build}/perf/xport-perf", "--json",
-            "--no-pin", "--transport", "tcp"] + (["--endpoints"] if endpoints else [])
+            "--transport", "tcp"] + (["--endpoints"] if endpoints else [])
     return [base + ["lat", "--sizes", "8"],
             base + ["bw", "--sizes", "1m", "--window", str(WINDOW[1 << 20])],
             base + ["bw", "--sizes", "64m", "--window", str(WINDOW[64 << 20])]]

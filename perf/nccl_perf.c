@@ -6,7 +6,7 @@
  * 1 MiB and 64 MiB messages, with a window of grouped receives and the
  * sends that match them, as NCCL's proxy keeps its steps in flight.
  *
- *   xport-nccl-perf [--json] [--iters N] [--group G] PLUGIN
+ *   xport-nccl-perf [--json] [--iters N] [--group G] [--no-pin] PLUGIN
  *
  * It loads the newest table (ncclNetPlugin_v12) with dlopen, as NCCL
  * 2.28 on would. The two processes trade listen handles and barriers
@@ -44,6 +44,7 @@
 
 struct opts {
 	bool json;
+	bool pin;   /* each process on a CPU of its own, as xport-perf pins its ranks */
 	long iters; /* ping-pong round trips */
 	int group;  /* buffers per grouped receive */
 	const char *plugin;
@@ -387,17 +388,42 @@ static void run_bandwidth(struct side *s, const struct opts *o, size_t size)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: xport-nccl-perf [--json] [--iters N] [--group G] PLUGIN\n"
+		"usage: xport-nccl-perf [--json] [--iters N] [--group G] [--no-pin] PLUGIN\n"
 		"  PLUGIN      the path of libnccl-net-xport.so\n"
 		"  --json      JSON lines (xport-perf's fields) instead of a table\n"
 		"  --iters N   ping-pong round trips (default 20000)\n"
-		"  --group G   buffers per grouped receive, 1 to %d (default 4)\n",
+		"  --group G   buffers per grouped receive, 1 to %d (default 4)\n"
+		"  --no-pin    leave both processes where the scheduler puts them (default:\n"
+		"              process r on the r-th CPU it may use, as xport-perf)\n",
 		MAX_GROUP);
 	exit(2);
 }
 
+/* Pins the calling process (and the threads it starts later: the plugin's)
+ * to the @rank-th CPU it may use, as xport-perf pins rank r to CPU r % N,
+ * so that the two tools are compared placed alike. */
+static void pin_process(int rank)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) < 2)
+		return;
+	int want = rank % CPU_COUNT(&set), seen = 0;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &set) || seen++ != want)
+			continue;
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		if (sched_setaffinity(0, sizeof(one), &one) != 0)
+			die("sched_setaffinity", errno);
+		return;
+	}
+}
+
 static void run(struct side *s, const struct opts *o)
 {
+	if (o->pin)
+		pin_process(s->rank);
 	side_open(s, o->plugin);
 	run_latency(s, o);
 	run_bandwidth(s, o, 1ul << 20);
@@ -408,10 +434,11 @@ static void run(struct side *s, const struct opts *o)
 
 int main(int argc, char **argv)
 {
-	struct opts o = { .iters = 20000, .group = 4 };
+	struct opts o = { .iters = 20000, .group = 4, .pin = true };
 	static const struct option longs[] = { { "json", no_argument, NULL, 'j' },
 					       { "iters", required_argument, NULL, 'i' },
 					       { "group", required_argument, NULL, 'g' },
+					       { "no-pin", no_argument, NULL, 'n' },
 					       { "help", no_argument, NULL, 'h' },
 					       { NULL, 0, NULL, 0 } };
 	int c;
@@ -422,6 +449,8 @@ int main(int argc, char **argv)
 			o.iters = atol(optarg);
 		else if (c == 'g')
 			o.group = atoi(optarg);
+		else if (c == 'n')
+			o.pin = false;
 		else
 			usage();
 	}
