@@ -316,6 +316,45 @@ static void test_refusals(void)
 	xp_finalize(ctx);
 }
 
+/* A listener whose context has no slot left refuses the connection: the
+ * connecting side learns it at once (-ECONNREFUSED), and nothing is held. */
+static void test_full(void)
+{
+	setenv("XP_EP_MAX", "3", 1);
+	xp_context_t *ctx = open_ctx();
+	unsetenv("XP_EP_MAX");
+	xp_listener_t *l;
+	xp_ep_addr_t addr;
+	T_OK(xp_listen(ctx, &l, &addr));
+	/* Connecting and accepted sides in one context: two slots. */
+	xp_ep_t *out, *in;
+	T_OK(xp_connect(ctx, &addr, &out));
+	in = wait_accept(l, 10);
+	T_EQ(wait_ready(out, 10), 0);
+	/* The third slot connects; the listener has none for its side. */
+	xp_ep_t *refused;
+	T_OK(xp_connect(ctx, &addr, &refused));
+	T_EQ(wait_ready(refused, 10), -ECONNREFUSED);
+	T_CONTAINS(xp_error_detail(), "no endpoint left");
+	xp_ep_t *none;
+	T_EQ(xp_accept(l, &none), -EAGAIN);
+	/* Once one closes, a new connection finds room again. */
+	xp_ep_close(refused);
+	xp_ep_close(in);
+	xp_ep_close(out);
+	double until = t_now_s() + 5;
+	int rc;
+	while ((rc = xp_connect(ctx, &addr, &out)) == -EMFILE && t_now_s() < until)
+		xp_progress(ctx);
+	T_OK(rc);
+	in = wait_accept(l, 10);
+	T_EQ(wait_ready(out, 10), 0);
+	xp_ep_close(in);
+	xp_ep_close(out);
+	xp_listener_close(l);
+	xp_finalize(ctx);
+}
+
 /* The port of an address (its TCP card: family at 9, port at 10). */
 static int addr_port(const xp_ep_addr_t *a)
 {
@@ -492,6 +531,7 @@ int main(void)
 	T_RUN(test_basic);
 	T_RUN(test_many);
 	T_RUN(test_refusals);
+	T_RUN(test_full);
 	T_RUN(test_strangers);
 	T_RUN(test_killed);
 	T_RUN(test_in_job);

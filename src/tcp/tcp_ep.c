@@ -175,35 +175,42 @@ static void ep_listen_close(void *tlp, struct xp_listener *pub)
 	free(l);
 }
 
+static void conn_free(struct xpi_tcp *t, struct tcp_conn *c);
+
 static int ep_connect(void *tlp, int slot, const struct xpi_ep_addr *a)
 {
 	struct xpi_tcp *t = tlp;
-	struct tcp_conn *c = tcp_conn_get(t, slot);
-	struct tcp_ep *ep = c != NULL ? calloc(1, sizeof(*ep)) : NULL;
-	if (ep == NULL)
-		return -ENOMEM;
-	ep->lsn = -1;
-	c->ep = ep;
-	int rc = tcp_card_parse(a->card, &ep->addr, &ep->addrlen);
-	if (rc < 0)
+	/* Everything that can fail before the pair's state is made: after,
+	 * a failure is the pair's, which xp_ep_ready reports. */
+	struct tcp_ep ep0 = { .lsn = -1 };
+	if (tcp_card_parse(a->card, &ep0.addr, &ep0.addrlen) < 0)
 		return xpi_fail(-EINVAL, "rank %d: xp_connect: the address names no TCP listener",
 				t->ctx->rank);
+	int rc = xpi_auth_random(ep0.id, sizeof(ep0.id));
+	if (rc == 0)
+		rc = ep_key(t, a->secret, ep0.key);
+	if (rc < 0)
+		return rc;
 	if ((a->flags & XPI_EP_FLAG_KEY) && !t->ctx->cfg.has_job_key)
 		xpi_log(XPI_LOG_WARN,
 			"rank %d: xp_connect: the listener's context has a job key and ours has "
 			"none (XP_JOB_KEY): it will refuse us",
 			t->ctx->rank);
-	rc = xpi_auth_random(ep->id, sizeof(ep->id));
-	if (rc == 0)
-		rc = ep_key(t, a->secret, ep->key);
-	if (rc < 0)
-		return rc;
-	ep->auth = ep_auth(ep->key, 1);
+	struct tcp_conn *c = tcp_conn_get(t, slot);
+	struct tcp_ep *ep = c != NULL ? malloc(sizeof(*ep)) : NULL;
+	if (ep == NULL) {
+		if (c != NULL)
+			conn_free(t, c);
+		return -ENOMEM;
+	}
+	*ep = ep0;
+	ep->auth = ep_auth(ep->key, 1); /* points at ep->key: made in place */
+	c->ep = ep;
 	xpi_sock_addr_str((const struct sockaddr *)&ep->addr, t->ctx->ep_label[slot - t->ctx->size],
 			  sizeof(t->ctx->ep_label[0]));
 	t->want[slot] = 1;
-	rc = tcp_wire_need(t, c);
-	return rc == -EAGAIN || rc == -ECONNRESET || rc == -ETIMEDOUT ? 0 : rc;
+	(void)tcp_wire_need(t, c); /* -EAGAIN, or the pair failed: ep->err */
+	return 0;
 }
 
 static int ep_state(void *tlp, int slot)

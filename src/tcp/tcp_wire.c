@@ -498,20 +498,22 @@ static void decide_ep(struct xpi_tcp *t, int i)
 	const uint8_t *id = w->hs.data + 1;
 	struct tcp_conn *c = NULL;
 	if (ch == CH_CTL && ep_pair_of(t, w->lsn, id) == NULL) {
-		int slot = xpi_ep_slot_take(t->ctx, w->hs.peer);
-		if (slot >= 0) {
-			c = tcp_conn_get(t, slot);
-			struct tcp_ep *ep = c != NULL ? calloc(1, sizeof(*ep)) : NULL;
-			if (ep == NULL) {
-				xpi_ep_slot_released(t->ctx, slot);
-				c = NULL;
-			} else {
-				memcpy(ep->id, id, sizeof(ep->id));
-				ep->lsn = w->lsn;
-				c->ep = ep;
-				t->want[slot] = 1;
-			}
-		} else {
+		/* The endpoint's part first: a slot whose pair state exists
+		 * is one the transport must close, not merely give back. */
+		struct tcp_ep *ep = calloc(1, sizeof(*ep));
+		int slot = ep != NULL ? xpi_ep_slot_take(t->ctx, w->hs.peer) : -ENOMEM;
+		c = slot >= 0 ? tcp_conn_get(t, slot) : NULL;
+		if (c != NULL) {
+			memcpy(ep->id, id, sizeof(ep->id));
+			ep->lsn = w->lsn;
+			c->ep = ep;
+			t->want[slot] = 1;
+		} else if (slot >= 0) {
+			xpi_ep_slot_released(t->ctx, slot); /* no memory for its state */
+		}
+		if (c == NULL)
+			free(ep);
+		if (slot == -EMFILE) {
 			xpi_log(XPI_LOG_WARN,
 				"rank %d: tcp refused an endpoint's connection from %s: all %d "
 				"endpoints are open (XP_EP_MAX)",
