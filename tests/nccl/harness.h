@@ -178,7 +178,25 @@ int h_peer_join(struct h_peer *p);
 /* ------------------------------------------------------------------------- */
 /* Scenarios (scenario_*.c), each run by both processes                      */
 
-/* Sizes 0 B to 64 MiB both ways, receives larger than sends. */
+/* The buffers the scenarios below send from and receive into, each: the
+ * largest message (64 MiB) and a page past it, where receives larger than
+ * their sends must write nothing. */
+#define H_XFER_BYTES (((size_t)64 << 20) + 4096)
+
+/* A dmabuf the CPU has mapped whole at @map. */
+struct h_xfer_dmabuf {
+	int fd;
+	unsigned char *map;
+	size_t len;
+};
+/* Mode dmabuf: the scenarios below run on these two dmabufs (each of
+ * H_XFER_BYTES) instead of host memory of their own: registered here with
+ * regMrDmaBuf (NCCL_PTR_HOST, offset 0); the caller unmaps them after
+ * h_xfer_teardown. Before any scenario. */
+void h_xfer_use_dmabufs(struct h_net *n, void *sc, void *rc, const struct h_xfer_dmabuf *send,
+			const struct h_xfer_dmabuf *recv);
+/* Sizes 0 B to 64 MiB and the whole buffer both ways, receives larger
+ * than sends. */
 void h_run_sizes(struct h_net *n, struct h_peer *p, void *sc, void *rc);
 /* Grouped receives, and NCCL's bound of requests in flight, tested out of
  * order. */
@@ -187,7 +205,8 @@ void h_run_window(struct h_net *n, struct h_peer *p, void *sc, void *rc);
 /* A sender whose sends are done and that then calls nothing: its messages
  * still arrive. */
 void h_run_quiet(struct h_net *n, struct h_peer *p, void *sc, void *rc);
-/* Deregisters and frees the buffers the three above registered. */
+/* Deregisters the buffers the scenarios above ran on, and frees them
+ * unless they were the caller's (h_xfer_use_dmabufs). */
 void h_xfer_teardown(struct h_net *n, void *sc, void *rc);
 /* Misuse that must be refused, not crash: damaged handles, double closes,
  * stale requests, bad arguments. One process, its own connections. */

@@ -129,8 +129,9 @@ static void damaged_handles(struct h_net *n)
  * Device memory is refused, with a reason in NCCL's log. regMrDmaBuf for
  * memory the CPU maps (NCCL_PTR_HOST) is taken: xport's TCP path moves it
  * through the mapping, whatever file backs it, so a memfd stands for a
- * dmabuf here (hosts with udmabuf or vgem could make real ones); a range
- * past the file's end and a negative descriptor are refused.
+ * dmabuf here (mode dmabuf moves data through real ones, vgem's, in the
+ * lab VM); a range past the file's end and a negative descriptor are
+ * refused.
  */
 static void memory_types(struct h_net *n, void *sc, void *rc)
 {

@@ -20,17 +20,40 @@ static uint32_t seed_of(int role, int phase, int idx)
 	return (uint32_t)((role + 1) * 1000003 + phase * 10007 + idx);
 }
 
+_Static_assert(ARENA_BYTES + SLACK == H_XFER_BYTES, "harness.h says the arena's size");
+
 /* Buffers both processes use, registered once (regIsGlobal: a
- * registration made through one comm serves the other). */
+ * registration made through one comm serves the other): host memory of
+ * ours, or the caller's dmabufs (h_xfer_use_dmabufs). */
 static struct {
 	unsigned char *send, *recv;
 	void *send_mh, *recv_mh;
+	bool borrowed; /* the caller's mappings: not ours to free */
 } arena;
+
+void h_xfer_use_dmabufs(struct h_net *n, void *sc, void *rc, const struct h_xfer_dmabuf *send,
+			const struct h_xfer_dmabuf *recv)
+{
+	H_CHECK(arena.send == NULL);
+	H_CHECK(send->len == H_XFER_BYTES && recv->len == H_XFER_BYTES);
+	arena.send_mh = arena.recv_mh = NULL;
+	/* As regMr's host memory: the CPU maps it (NCCL_PTR_HOST), the whole
+	 * dmabuf from its start. */
+	H_OK(h_net_reg_mr_dmabuf(n, sc, send->map, send->len, XNCCL_PTR_HOST, 0, send->fd,
+				 &arena.send_mh));
+	H_OK(h_net_reg_mr_dmabuf(n, rc, recv->map, recv->len, XNCCL_PTR_HOST, 0, recv->fd,
+				 &arena.recv_mh));
+	H_CHECK(arena.send_mh != NULL && arena.recv_mh != NULL);
+	arena.send = send->map;
+	arena.recv = recv->map;
+	arena.borrowed = true;
+}
 
 static void arena_setup(struct h_net *n, void *sc, void *rc)
 {
 	if (arena.send != NULL)
 		return;
+	arena.borrowed = false;
 	arena.send = malloc(ARENA_BYTES + SLACK);
 	arena.recv = malloc(ARENA_BYTES + SLACK);
 	H_CHECK(arena.send != NULL && arena.recv != NULL);
@@ -86,10 +109,25 @@ void h_run_sizes(struct h_net *n, struct h_peer *p, void *sc, void *rc)
 			if (arena.recv[s + k] != 0x5a)
 				H_FAIL("a %zu-byte message wrote byte %zu past its end", s, k);
 	}
-	/* An empty message into a buffer of a page: size 0 reported. */
-	size_t cap = 4096;
-	int tag = 77, ssize = -1, rsize = -1;
+	/* The whole buffer into the whole other one: every registered byte,
+	 * to the last, carried. */
+	size_t cap = H_XFER_BYTES;
+	int tag = 76, ssize = -1, rsize = -1;
 	void *sreq = NULL, *rreq = NULL, *dst = arena.recv;
+	fill(arena.send, H_XFER_BYTES, seed_of(me, 1, tag));
+	H_OK(h_net_irecv(n, rc, 1, &dst, &cap, &tag, &arena.recv_mh, &rreq));
+	H_OK(h_net_isend(n, sc, arena.send, H_XFER_BYTES, tag, arena.send_mh, &sreq));
+	H_CHECK(rreq != NULL && sreq != NULL);
+	wait_both(n, sreq, rreq, &ssize, &rsize);
+	H_EQ(ssize, H_XFER_BYTES);
+	H_EQ(rsize, H_XFER_BYTES);
+	if (check(arena.recv, H_XFER_BYTES, seed_of(peer, 1, tag)) != 0)
+		H_FAIL("the whole buffer's payload (%zu bytes) damaged", H_XFER_BYTES);
+	/* An empty message into a buffer of a page: size 0 reported. */
+	cap = 4096;
+	tag = 77;
+	ssize = rsize = -1;
+	sreq = rreq = NULL;
 	H_OK(h_net_irecv(n, rc, 1, &dst, &cap, &tag, &arena.recv_mh, &rreq));
 	H_OK(h_net_isend(n, sc, arena.send, 0, tag, arena.send_mh, &sreq));
 	wait_both(n, sreq, rreq, &ssize, &rsize);
@@ -374,7 +412,9 @@ void h_xfer_teardown(struct h_net *n, void *sc, void *rc)
 	 * registrations are global. */
 	H_OK(h_net_dereg_mr(n, rc, arena.send_mh));
 	H_OK(h_net_dereg_mr(n, sc, arena.recv_mh));
-	free(arena.send);
-	free(arena.recv);
+	if (!arena.borrowed) {
+		free(arena.send);
+		free(arena.recv);
+	}
 	arena.send = arena.recv = NULL;
 }

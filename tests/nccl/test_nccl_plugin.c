@@ -11,13 +11,22 @@
  *   kill  data flowing both ways, then the child is killed (SIGKILL)
  *         while the parent tests its requests: each must end, in an
  *         error, within a bound.
+ *   dmabuf full's transfers between the processes, on real dmabufs: each
+ *         process sends from and receives into vgem dmabufs (../vgem.h)
+ *         it maps, registered with regMrDmaBuf as host memory; the
+ *         plugin's duplicates of their fds are open while registered and
+ *         closed after deregMr (no fd left open). Skips (77) without vgem,
+ *         which only the RDMA lab VM has (suite rdma).
  *
  * Both processes load the plugin after the fork, as two NCCL ranks would.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 
+#include "../vgem.h"
 #include "harness.h"
 
 #define CONNECT_S 20.0
@@ -144,6 +153,76 @@ static int full(struct h_peer *p)
 		h_log_dump();
 	fprintf(stderr, "[%s] v%d: all checks passed (%d log lines)\n", h_who, n.version,
 		h_log_count());
+	return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Real dmabufs                                                              */
+
+#define DEREG_BOUND_S 10.0
+
+/* Open descriptors of this process, not counting the one that lists them. */
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (d == NULL)
+		H_FAIL("opendir /proc/self/fd: %s", strerror(errno));
+	int count = 0;
+	for (struct dirent *e; (e = readdir(d)) != NULL;)
+		count += e->d_name[0] != '.';
+	closedir(d);
+	return count - 1;
+}
+
+static struct h_xfer_dmabuf dmabuf_new(void)
+{
+	struct vgem_dmabuf b = { .fd = -1 };
+	const char *step;
+	int r = vgem_dmabuf_new(H_XFER_BYTES, &b, &step);
+	if (r < 0)
+		H_FAIL("%s: %s", step, strerror(-r));
+	return (struct h_xfer_dmabuf){ .fd = b.fd, .map = b.map, .len = b.len };
+}
+
+static int dmabuf(struct h_peer *p)
+{
+	struct h_net n;
+	void *lc, *sc, *rc;
+	start(&n, p, &lc, &sc, &rc);
+	/* Counted with the connections made: what changes from here on is
+	 * the dmabufs' doing. */
+	int fds_before = count_fds();
+	struct h_xfer_dmabuf send = dmabuf_new(), recv = dmabuf_new();
+	H_EQ(count_fds(), fds_before + 2);
+	h_xfer_use_dmabufs(&n, sc, rc, &send, &recv);
+	/* Ours to close at once: each registration holds a duplicate. */
+	close(send.fd);
+	close(recv.fd);
+	H_EQ(count_fds(), fds_before + 2);
+	h_peer_barrier(p, PIPE_S);
+	h_run_sizes(&n, p, sc, rc);
+	h_run_groups(&n, p, sc, rc);
+	h_run_window(&n, p, sc, rc);
+	h_run_quiet(&n, p, sc, rc);
+	h_xfer_teardown(&n, sc, rc);
+	/* deregMr hands the deregistration to xport's engine thread, which
+	 * closes the duplicates: they go within a bound, not at once. */
+	double end = h_now() + DEREG_BOUND_S;
+	int fds_after;
+	while ((fds_after = count_fds()) != fds_before && h_now() < end)
+		usleep(1000);
+	if (fds_after != fds_before)
+		H_FAIL("%d fds open before the dmabufs, %d %.0f s after deregistering them",
+		       fds_before, fds_after, DEREG_BOUND_S);
+	H_CHECK(munmap(send.map, send.len) == 0 && munmap(recv.map, recv.len) == 0);
+	h_peer_barrier(p, PIPE_S);
+	finish(&n, lc, sc, rc);
+	if (getenv("XPN_HARNESS_VERBOSE") != NULL)
+		h_log_dump();
+	fprintf(stderr,
+		"[%s] v%d: two vgem dmabufs of %zu bytes registered with regMrDmaBuf: all "
+		"checks passed, no fd left open (%d log lines)\n",
+		h_who, n.version, H_XFER_BYTES, h_log_count());
 	return 0;
 }
 
@@ -290,8 +369,9 @@ static int kill_parent(struct h_peer *p)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4 || (strcmp(argv[3], "full") != 0 && strcmp(argv[3], "kill") != 0)) {
-		fprintf(stderr, "usage: %s PLUGIN VERSION full|kill\n", argv[0]);
+	if (argc != 4 || (strcmp(argv[3], "full") != 0 && strcmp(argv[3], "kill") != 0 &&
+			  strcmp(argv[3], "dmabuf") != 0)) {
+		fprintf(stderr, "usage: %s PLUGIN VERSION full|kill|dmabuf\n", argv[0]);
 		return 1;
 	}
 	plugin_path = argv[1];
@@ -304,11 +384,17 @@ int main(int argc, char **argv)
 	setenv("XP_SOCKET_IFNAME", "lo", 0);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (strcmp(argv[3], "dmabuf") == 0 && !vgem_present()) {
+		printf("SKIP: no vgem here (the lab VM loads it)\n");
+		return H_SKIP;
+	}
+
 	struct h_peer p;
-	if (strcmp(argv[3], "full") == 0) {
-		h_peer_fork(&p, full, CHILD_ALARM_S);
+	if (strcmp(argv[3], "full") == 0 || strcmp(argv[3], "dmabuf") == 0) {
+		int (*mode)(struct h_peer *) = strcmp(argv[3], "full") == 0 ? full : dmabuf;
+		h_peer_fork(&p, mode, CHILD_ALARM_S);
 		alarm(CHILD_ALARM_S);
-		full(&p);
+		mode(&p);
 		int child = h_peer_join(&p);
 		if (child == H_SKIP)
 			return H_SKIP;

@@ -36,11 +36,9 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -48,45 +46,19 @@
 #include "pattern.h"
 #include "testutil.h"
 #include "tl_job.h"
+#include "vgem.h"
 
 #define LEN (1u << 20)
 
-/* DRM's ioctls for a dumb buffer and its export as a dmabuf (uapi
- * drm.h and drm_mode.h, which Debian ships only with libdrm-dev). */
-struct drm_create_dumb {
-	uint32_t height, width, bpp, flags, handle, pitch;
-	uint64_t size;
-};
-struct drm_prime_handle {
-	uint32_t handle, flags;
-	int32_t fd;
-};
-#define DRM_IOCTL_CREATE_DUMB _IOWR('d', 0xB2, struct drm_create_dumb)
-#define DRM_IOCTL_HANDLE_TO_FD _IOWR('d', 0x2d, struct drm_prime_handle)
-
-struct dmabuf {
-	int fd;
-	uint8_t *map;
-};
-
-/* A 1 MiB vgem buffer, exported and mapped. The DRM fd is closed: the
- * dmabuf lives on through its own fd. */
-static struct dmabuf dmabuf_new(void)
+/* A 1 MiB vgem dmabuf, exported and mapped (vgem.h), or the test fails. */
+static struct vgem_dmabuf dmabuf_new(void)
 {
-	int card = open("/dev/dri/card0", O_RDWR | O_CLOEXEC);
-	if (card < 0)
-		T_FAIL("open /dev/dri/card0: %s", strerror(errno));
-	struct drm_create_dumb c = { .height = LEN / 4096, .width = 1024, .bpp = 32 };
-	if (ioctl(card, DRM_IOCTL_CREATE_DUMB, &c) != 0 || c.size < LEN)
-		T_FAIL("vgem: creating a buffer: %s", strerror(errno));
-	struct drm_prime_handle p = { .handle = c.handle, .flags = O_RDWR | O_CLOEXEC };
-	if (ioctl(card, DRM_IOCTL_HANDLE_TO_FD, &p) != 0)
-		T_FAIL("vgem: exporting the buffer: %s", strerror(errno));
-	close(card);
-	void *m = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, p.fd, 0);
-	if (m == MAP_FAILED)
-		T_FAIL("mapping the dmabuf: %s", strerror(errno));
-	return (struct dmabuf){ .fd = p.fd, .map = m };
+	struct vgem_dmabuf b = { .fd = -1 };
+	const char *step;
+	int rc = vgem_dmabuf_new(LEN, &b, &step);
+	if (rc < 0)
+		T_FAIL("%s: %s", step, strerror(-rc));
+	return b;
 }
 
 static int open_fds(void)
@@ -131,7 +103,7 @@ static int host_body(xp_context_t *ctx)
 	uint8_t warm[8];
 	exchange(ctx, warm, sizeof(warm), 0);
 	int fds_before = open_fds();
-	struct dmabuf b = dmabuf_new();
+	struct vgem_dmabuf b = dmabuf_new();
 
 	T_EQ(xp_mem_register_dmabuf(ctx, -1, 0, LEN, b.map, &mem), -EBADF);
 	T_EQ(xp_mem_register_dmabuf(ctx, b.fd, 4096, LEN, b.map, &mem), -EINVAL);
@@ -165,7 +137,7 @@ static int rdma_body(xp_context_t *ctx)
 	xp_route_t route;
 	T_OK(xp_route_get(ctx, peer, LEN, &route));
 	T_CONTAINS(route.payloads, "rdma");
-	struct dmabuf b = dmabuf_new();
+	struct vgem_dmabuf b = dmabuf_new();
 	xp_mem_t *mem;
 	int rc = xp_mem_register_dmabuf(ctx, b.fd, 0, LEN, b.map, &mem);
 	char who[16];
@@ -217,7 +189,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s tcp|shm|rdma\n", argv[0]);
 		return 2;
 	}
-	if (access("/sys/module/vgem", F_OK) != 0 || access("/dev/dri/card0", R_OK | W_OK) != 0) {
+	if (!vgem_present()) {
 		printf("SKIP: no vgem here (the module and /dev/dri/card0; the lab VM loads it)\n");
 		return T_SKIP;
 	}
