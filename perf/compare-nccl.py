@@ -12,6 +12,9 @@ drift hits all alike:
             XP_TRANSPORTS=tcp): the job's pair
   endpoint  the same, over an endpoint the two ranks make (--endpoints):
             xp_connect's path, without the plugin
+  one-way   the same over two endpoints, one per direction (--one-way), as
+            NCCL's send and receive comms are: the plugin's shape without
+            the plugin
   plugin    xport-nccl-perf: libnccl-net-xport.so's v12 table driven as
             NCCL drives it (a window of grouped receives, matching sends)
 
@@ -19,9 +22,11 @@ Rows: 8 B latency (p50 of the one-way time), 1 MiB bandwidth with 32
 messages in flight and 64 MiB with 4, as xport-nccl-perf keeps them. All
 three run with XP_THREAD_MODE=multi (the plugin's mode: NCCL calls it from
 several threads) and pinned alike: rank or process r on CPU r (xport-perf's
-and xport-nccl-perf's default; a plugin's threads share its process's CPU). Prints the median over rounds of each, and the paired ratio to
-p2p (the median of each round's own ratio; latency: below 1 is faster;
-bandwidth: above 1 is faster), with every command line it ran.
+and xport-nccl-perf's default; a plugin's threads share its process's CPU). Prints the median over rounds of each, and paired ratios (the median of
+each round's own ratio; latency: below 1 is faster; bandwidth: above 1 is
+faster): to p2p, and the plugin's to one-way, which shows what the plugin
+itself costs beside what NCCL's one-way comms cost. With every command
+line it ran.
 """
 import argparse
 import json
@@ -45,9 +50,9 @@ def run(cmd, env):
     return [r for r in rows if r.get("type") != "run"]
 
 
-def xport_perf_cmds(build, endpoints):
+def xport_perf_cmds(build, how):
     base = [f"{build}/tools/xprun", "-n", "2", f"{build}/perf/xport-perf", "--json",
-            "--transport", "tcp"] + (["--endpoints"] if endpoints else [])
+            "--transport", "tcp"] + how
     return [base + ["lat", "--sizes", "8"],
             base + ["bw", "--sizes", "1m", "--window", str(WINDOW[1 << 20])],
             base + ["bw", "--sizes", "64m", "--window", str(WINDOW[64 << 20])]]
@@ -70,8 +75,9 @@ def main():
     env = dict(os.environ, XP_TRANSPORTS="tcp", XP_THREAD_MODE="multi")
     plugin = [f"{a.build}/perf/xport-nccl-perf", "--json",
               f"{a.build}/src/nccl/libnccl-net-xport.so"]
-    ways = {"p2p": xport_perf_cmds(a.build, False),
-            "endpoint": xport_perf_cmds(a.build, True),
+    ways = {"p2p": xport_perf_cmds(a.build, []),
+            "endpoint": xport_perf_cmds(a.build, ["--endpoints"]),
+            "one-way": xport_perf_cmds(a.build, ["--one-way"]),
             "plugin": [plugin]}
     for way, cmds in ways.items():
         for c in cmds:
@@ -79,20 +85,23 @@ def main():
     order = list(ways)
     res = {w: [] for w in ways}
     for rnd in range(a.rounds):
-        for way in order[rnd % 3:] + order[:rnd % 3]:
+        for way in order[rnd % len(order):] + order[:rnd % len(order)]:
             rows = []
             for c in ways[way]:
                 rows += run(c, env)
             res[way].append(figures(rows))
         print(f"# round {rnd + 1}/{a.rounds} done", file=sys.stderr)
-    print(f"{'row':10} {'unit':5} {'p2p':>9} {'endpoint':>9} {'plugin':>9}"
-          f" {'ep/p2p':>8} {'plugin/p2p':>10}")
+    def paired(way, base, name):
+        return statistics.median(res[way][i][name] / res[base][i][name] for i in range(a.rounds))
+
+    print(f"{'row':10} {'unit':5} {'p2p':>9} {'endpoint':>9} {'one-way':>9} {'plugin':>9}"
+          f" {'ep/p2p':>7} {'1way/p2p':>8} {'plugin/p2p':>10} {'plugin/1way':>11}")
     for name, _, _, _, unit in ROWS:
         med = {w: statistics.median(r[name] for r in res[w]) for w in ways}
-        paired = {w: statistics.median(res[w][i][name] / res["p2p"][i][name]
-                                       for i in range(a.rounds)) for w in ("endpoint", "plugin")}
-        print(f"{name:10} {unit:5} {med['p2p']:9.3f} {med['endpoint']:9.3f} {med['plugin']:9.3f}"
-              f" {paired['endpoint']:8.3f} {paired['plugin']:10.3f}")
+        print(f"{name:10} {unit:5} {med['p2p']:9.3f} {med['endpoint']:9.3f}"
+              f" {med['one-way']:9.3f} {med['plugin']:9.3f}"
+              f" {paired('endpoint', 'p2p', name):7.3f} {paired('one-way', 'p2p', name):8.3f}"
+              f" {paired('plugin', 'p2p', name):10.3f} {paired('plugin', 'one-way', name):11.3f}")
 
 
 if __name__ == "__main__":

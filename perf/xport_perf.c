@@ -141,6 +141,7 @@ struct opts {
 	bool reg;        /* --register: xp_mem_register the point-to-point buffers */
 	bool one_buffer; /* --one-buffer: every receive of a round into one buffer */
 	bool endpoints;  /* --endpoints: over an endpoint of the two ranks (xp_connect) */
+	bool one_way;    /* --one-way: an endpoint per direction, as NCCL's comms */
 	int transport;   /* enum transport_choice */
 	size_t *sizes;
 	int nsizes;
@@ -223,6 +224,7 @@ struct rank_state {
 	xp_context_t *ctx;
 	xp_comm_t *comm;
 	xp_ep_t *ep;    /* --endpoints: the measured messages go on it, not on comm */
+	xp_ep_t *ep_rx; /* and are received on it: ep, or with --one-way the other one */
 	char lanes[32]; /* a result's transport when the lanes differ: "tcp/rdma" */
 	pthread_t thread;
 	uint8_t *sbuf, *rbuf;   /* lat, and the senders' buffer */
@@ -287,7 +289,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: xport-perf [lat|bw|bibw|rate|all] [--json] [--sizes a,b,c] [--iters N]\n"
 		"                  [--window N] [--transport inproc|shm|tcp] [--no-pin] [--progress]\n"
-		"                  [--register] [--one-buffer] [--endpoints]\n"
+		"                  [--register] [--one-buffer] [--endpoints [--one-way]]\n"
 		"                  [--version] [--help]\n"
 		"       xport-perf allreduce|reduce_scatter|allgather|bcast|alltoall|barrier|coll\n"
 		"                  [-b MIN] [-e MAX] [-f FACTOR] [--sizes a,b,c] [--dtype T] [--op OP]\n"
@@ -355,6 +357,10 @@ static void usage(FILE *f)
 		"               two ranks make (rank 0 listens, rank 1 connects: xp_listen,\n"
 		"               xp_connect; TCP), not over their job's pair; transport\n"
 		"               tcp-endpoint\n"
+		"  --one-way    --endpoints, one endpoint per direction, as NCCL's send and\n"
+		"               receive comms are: each rank connects to the other, sends on\n"
+		"               the endpoint it connected, receives on the one it accepted\n"
+		"               (transport tcp-endpoint-1way)\n"
 		"  --progress   a line on stderr per size (the default when stderr is a\n"
 		"               terminal, or under xprun when xprun's is: XPRUN_STDERR_TTY=1)\n"
 		"  --version    print the version and exit\n"
@@ -579,7 +585,7 @@ static int p2p_isend(const struct rank_state *rs, const void *buf, size_t len, u
 static int p2p_irecv(const struct rank_state *rs, void *buf, size_t cap, uint64_t tag,
 		     xp_request_t **req)
 {
-	return rs->ep != NULL ? xp_ep_irecv(rs->ep, buf, cap, tag, XP_TAG_EXACT, req) :
+	return rs->ep != NULL ? xp_ep_irecv(rs->ep_rx, buf, cap, tag, XP_TAG_EXACT, req) :
 				xp_irecv(rs->comm, buf, cap, rs->peer, tag, XP_TAG_EXACT, req);
 }
 
@@ -826,7 +832,8 @@ static void stats_after(struct rank_state *rs, const char *test, size_t size, st
 	/* "tcp/rdma": messages over tcp, rendezvous payloads over rdma. An
 	 * endpoint's are TCP's: the route (of the ranks' pair) is not its. */
 	if (rs->ep != NULL) {
-		snprintf(rs->lanes, sizeof(rs->lanes), "tcp-endpoint");
+		snprintf(rs->lanes, sizeof(rs->lanes), "%s",
+			 rs->ep_rx != rs->ep ? "tcp-endpoint-1way" : "tcp-endpoint");
 		r->transport = rs->lanes;
 		r->protocol = counted;
 		r->route_protocol = NULL;
@@ -854,25 +861,49 @@ static void stats_after(struct rank_state *rs, const char *test, size_t size, st
 	}
 }
 
-/* --endpoints: rank 0 listens and gives its address to rank 1 out of band;
- * rank 1 connects; both poll until the endpoint is ready. */
-static void connect_endpoint(struct rank_state *rs)
+/* Polls until @ep is connected, or dies. */
+static void ep_wait_ready(const struct rank_state *rs, xp_ep_t *ep)
+{
+	int rc;
+	while ((rc = xp_ep_ready(ep)) == -EAGAIN)
+		;
+	XP_CHECK(rs->rank, rc);
+}
+
+static xp_ep_t *ep_wait_accept(const struct rank_state *rs, xp_listener_t *l)
+{
+	xp_ep_t *ep;
+	int rc;
+	while ((rc = xp_accept(l, &ep)) == -EAGAIN)
+		;
+	XP_CHECK(rs->rank, rc);
+	return ep;
+}
+
+/*
+ * --endpoints: rank 0 listens and gives its address to rank 1 out of band;
+ * rank 1 connects; both poll until the endpoint is ready, and both send
+ * and receive on it. With --one-way, as NCCL's send and receive comms are:
+ * each rank listens and connects to the other, sends on the endpoint it
+ * connected and receives on the one it accepted.
+ */
+static void connect_endpoint(struct rank_state *rs, bool one_way)
 {
 	xp_ep_addr_t mine = { { 0 } }, all[NRANKS];
 	xp_listener_t *l = NULL;
-	if (rs->rank == 0)
-		XP_CHECK(0, xp_listen(rs->ctx, &l, &mine));
+	if (rs->rank == 0 || one_way)
+		XP_CHECK(rs->rank, xp_listen(rs->ctx, &l, &mine));
 	ctl_gather(rs, &mine, sizeof(mine), all);
-	int rc;
-	if (rs->rank == 0) {
-		while ((rc = xp_accept(l, &rs->ep)) == -EAGAIN)
-			;
-		XP_CHECK(0, rc);
+	if (one_way) {
+		XP_CHECK(rs->rank, xp_connect(rs->ctx, &all[rs->peer], &rs->ep));
+		rs->ep_rx = ep_wait_accept(rs, l);
+		ep_wait_ready(rs, rs->ep);
+	} else if (rs->rank == 0) {
+		rs->ep = rs->ep_rx = ep_wait_accept(rs, l);
 	} else {
 		XP_CHECK(rs->rank, xp_connect(rs->ctx, &all[0], &rs->ep));
-		while ((rc = xp_ep_ready(rs->ep)) == -EAGAIN)
-			;
-		XP_CHECK(rs->rank, rc);
+		rs->ep_rx = rs->ep;
+		ep_wait_ready(rs, rs->ep);
 	}
 	xp_listener_close(l);
 	on_endpoint = true;
@@ -2378,7 +2409,7 @@ static int main_net(struct bench *b)
 	b->clock_ns = clock_cost_ns();
 
 	if (o->endpoints && !o->is_coll)
-		connect_endpoint(&rs);
+		connect_endpoint(&rs, o->one_way);
 	/* The transport keeps some pooled buffers for itself (TCP: its
 	 * provided-buffer ring); only more than that at the end is a leak. */
 	xp_stats_t st;
@@ -2399,6 +2430,8 @@ static int main_net(struct bench *b)
 			" before the tests\n",
 			rs.rank, st.pool_bufs_in_use, rs.bufs_at_start);
 	/* Both ranks are done with it (the last control operation). */
+	if (rs.ep_rx != rs.ep)
+		xp_ep_close(rs.ep_rx);
 	xp_ep_close(rs.ep);
 	xp_finalize(ctx);
 	free(rs.info);
@@ -2587,6 +2620,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_REGISTER,
 		OPT_ONE_BUFFER,
 		OPT_ENDPOINTS,
+		OPT_ONE_WAY,
 		OPT_VERSION,
 		OPT_DTYPE,
 		OPT_OP,
@@ -2606,6 +2640,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "register", no_argument, NULL, OPT_REGISTER },
 		{ "one-buffer", no_argument, NULL, OPT_ONE_BUFFER },
 		{ "endpoints", no_argument, NULL, OPT_ENDPOINTS },
+		{ "one-way", no_argument, NULL, OPT_ONE_WAY },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ "minbytes", required_argument, NULL, 'b' },
 		{ "maxbytes", required_argument, NULL, 'e' },
@@ -2757,6 +2792,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_ENDPOINTS:
 			o->endpoints = true;
+			break;
+		case OPT_ONE_WAY:
+			o->endpoints = o->one_way = true;
 			break;
 		case OPT_ONE_BUFFER:
 			o->one_buffer = true;
