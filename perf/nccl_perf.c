@@ -11,8 +11,10 @@
  * It loads the newest table (ncclNetPlugin_v12) with dlopen, as NCCL
  * 2.28 on would. The two processes trade listen handles and barriers
  * through pipes: a control channel apart from what is measured. The
- * bandwidth is measured at the receiver, from a barrier to the last
- * completion. --json prints JSON lines with xport-perf's field names (a
+ * bandwidth is measured at the receiver: the median over the groups of
+ * a group's bytes over the time since the group before completed (from a
+ * barrier for the first), as xport-perf reports the median over its
+ * rounds; Mmsg_per_s is the whole run's. --json prints JSON lines with xport-perf's field names (a
  * "run" record, then one row per measure); without it, a table.
  */
 #include <dlfcn.h>
@@ -320,6 +322,14 @@ static void run_bandwidth(struct side *s, const struct opts *o, size_t size)
 	for (int k = 0; k < g; k++)
 		tags[k] = 100 + k;
 	double t0 = 0;
+	/* The receiver's clock at each measured group's completion, oldest
+	 * first: the figure is the median over groups, as xport-perf's is
+	 * the median over rounds, so one slow group (the scheduler, on two
+	 * CPUs) moves neither more than the other. */
+	double *done = calloc((size_t)rounds, sizeof(double));
+	long ndone = 0;
+	if (done == NULL)
+		die("allocating the timestamps", ENOMEM);
 	ctl_barrier(s);
 	for (long r = 0; r < total; r++) {
 		int w = (int)(r % window);
@@ -343,8 +353,11 @@ static void run_bandwidth(struct side *s, const struct opts *o, size_t size)
 			}
 		} else {
 			void **q = &reqs[w * g];
-			if (*q != NULL)
+			if (*q != NULL) {
 				wait_req(s, *q);
+				if (r - window >= warm)
+					done[ndone++] = now_s();
+			}
 			void *dst[MAX_GROUP], *mhs[MAX_GROUP];
 			size_t caps[MAX_GROUP];
 			for (int k = 0; k < g; k++) {
@@ -355,15 +368,35 @@ static void run_bandwidth(struct side *s, const struct opts *o, size_t size)
 			*q = post_recv(s, g, dst, caps, tags, mhs);
 		}
 	}
+	/* The receiver's last groups, oldest first; then anything left. */
+	for (long r = total - window; s->rank == 1 && r < total; r++) {
+		void **q = &reqs[(r % window) * g];
+		if (r < warm || *q == NULL)
+			continue;
+		wait_req(s, *q);
+		*q = NULL;
+		done[ndone++] = now_s();
+	}
 	for (int k = 0; k < window * g; k++)
 		if (reqs[k] != NULL)
 			wait_req(s, reqs[k]);
-	double secs = now_s() - t0;
-	/* The receiver's figure, the one that counts, to the printer. */
-	if (s->rank == 1)
-		ctl_send(s, &secs, sizeof(secs));
-	else
-		ctl_recv(s, &secs, sizeof(secs));
+	/* The receiver's figures, the ones that count, to the printer: the
+	 * whole time, and the median group's bandwidth. */
+	double fig[2] = { now_s() - t0, 0 };
+	if (s->rank == 1) {
+		for (long i = ndone - 1; i > 0; i--)
+			done[i] -= done[i - 1];
+		if (ndone > 0)
+			done[0] -= t0;
+		qsort(done, (size_t)ndone, sizeof(double), cmp_double);
+		if (ndone > 0)
+			fig[1] = (double)g * (double)size / done[ndone / 2] / 1e6;
+		ctl_send(s, fig, sizeof(fig));
+	} else {
+		ctl_recv(s, fig, sizeof(fig));
+	}
+	free(done);
+	double secs = fig[0];
 	if (s->rank == 0) {
 		double msgs = (double)rounds * g;
 		struct row row = { .test = "bw",
@@ -373,7 +406,7 @@ static void run_bandwidth(struct side *s, const struct opts *o, size_t size)
 				   .min_us = -1,
 				   .p50_us = -1,
 				   .p99_us = -1,
-				   .bw_mbps = msgs * (double)size / secs / 1e6,
+				   .bw_mbps = fig[1],
 				   .mmsg_s = msgs / secs / 1e6,
 				   .window = window,
 				   .group = g };
