@@ -1007,12 +1007,6 @@ void xpi_engine_peer_closed(xp_context_t *ctx, int peer)
 	fail_named_receives(ctx, peer, -ECANCELED, "was closed by this side");
 }
 
-/* Whether unexpected message @u came from the peer @arg points to. */
-static bool unexp_from(const struct xpi_unexp *u, const void *arg)
-{
-	return u->key.src == *(const int *)arg;
-}
-
 void xpi_engine_peer_reset(xp_context_t *ctx, int peer)
 {
 	struct xpi_peer *p = &ctx->peers[peer];
@@ -1028,7 +1022,7 @@ void xpi_engine_peer_reset(xp_context_t *ctx, int peer)
 	while (pos != &ctx->match.unexp_all) {
 		struct xpi_unexp *u = xpi_container_of(pos, struct xpi_unexp, all_link);
 		pos = pos->next;
-		if (!unexp_from(u, &peer))
+		if (u->key.src != peer)
 			continue;
 		struct xpi_msg *m = xpi_container_of(u, struct xpi_msg, u);
 		xpi_match_remove_unexpected(&ctx->match, u);

@@ -567,6 +567,20 @@ static inline xp_request_t *xpi_request_new(xp_context_t *ctx, uint8_t op)
 	return r;
 }
 
+/* What a point-to-point request moves and matches: @peer is a world
+ * rank or an endpoint's slot (ep.h), @space its tag space. Inline: it is
+ * on every send's and receive's path. */
+static inline void xpi_request_target(xp_request_t *r, uint32_t space, int peer, void *buf,
+				      size_t len, uint64_t tag, uint64_t mask)
+{
+	r->comm = space;
+	r->peer = peer;
+	r->tag = tag;
+	r->mask = mask;
+	r->buf = buf;
+	r->len = len;
+}
+
 static inline void xpi_request_get(xp_request_t *r)
 {
 	atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);

@@ -338,12 +338,7 @@ static int ep_post(xp_ep_t *ep, uint8_t op, void *buf, size_t len, uint64_t tag,
 	xp_request_t *r = xpi_request_new(ep->ctx, op);
 	if (r == NULL)
 		return xpi_fail(-ENOMEM, "%s: no memory for the request", call);
-	r->comm = XPI_EP_COMM;
-	r->peer = ep->slot;
-	r->tag = tag;
-	r->mask = mask;
-	r->buf = buf;
-	r->len = len;
+	xpi_request_target(r, XPI_EP_COMM, ep->slot, buf, len, tag, mask);
 	*req = r;
 	xpi_engine_submit(ep->ctx, &r->post_cmd);
 	return 0;

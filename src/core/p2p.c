@@ -76,12 +76,9 @@ static int start_send(xp_comm_t *comm, uint32_t space, const void *buf, size_t l
 				comm->ctx->rank, call, dest, (unsigned long long)tag);
 	r->blocking = blocking;
 	r->comm_obj = comm;
-	r->comm = space;
-	r->peer = xpi_comm_world_rank(comm, dest);
-	r->tag = tag;
-	r->mask = XP_TAG_EXACT;
-	r->buf = (void *)buf; /* lent to us until the request completes; never written */
-	r->len = len;
+	/* @buf is lent to us until the request completes; never written. */
+	xpi_request_target(r, space, xpi_comm_world_rank(comm, dest), (void *)buf, len, tag,
+			   XP_TAG_EXACT);
 	*req = r;
 	xpi_engine_submit(comm->ctx, &r->post_cmd);
 	return 0;
@@ -108,12 +105,9 @@ static int post_recv(xp_comm_t *comm, uint32_t space, uint8_t op, void *buf, siz
 				call);
 	r->blocking = blocking;
 	r->comm_obj = comm;
-	r->comm = space;
-	r->peer = source == XP_ANY_SOURCE ? source : xpi_comm_world_rank(comm, source);
-	r->tag = tag;
-	r->mask = mask;
-	r->buf = buf;
-	r->len = cap;
+	xpi_request_target(r, space,
+			   source == XP_ANY_SOURCE ? source : xpi_comm_world_rank(comm, source),
+			   buf, cap, tag, mask);
 	*req = r;
 	xpi_engine_submit(comm->ctx, &r->post_cmd);
 	return 0;
