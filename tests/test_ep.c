@@ -3,7 +3,9 @@
  * Endpoints (xport.h: xp_open, xp_listen, xp_connect, xp_accept, xp_ep_*)
  * between two processes that trade the listener's address through a pipe,
  * over TCP on loopback: every case runs the real transport, with a real
- * second process.
+ * second process. The suite rdma runs it again in the lab VM with
+ * XP_TRANSPORTS=tcp,rdma and XP_TEST_EP_LANE=rdma: every endpoint then moves to
+ * soft-RoCE once connected, and each case checks that it did.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -34,6 +36,23 @@ static int wait_ready(xp_ep_t *ep, double limit_s)
 	while ((rc = xp_ep_ready(ep)) == -EAGAIN && t_now_s() < until)
 		;
 	return rc;
+}
+
+/* Which transport serves @ep, once ready: XP_TEST_EP_LANE's where the test
+ * asks for one (the suite rdma: "rdma"), else tcp on a host without an
+ * RDMA device (with one, either may: not checked). */
+static void check_lane(xp_ep_t *ep)
+{
+	const char *want = getenv("XP_TEST_EP_LANE");
+	if (want == NULL && access("/sys/class/infiniband", F_OK) == 0)
+		return;
+	if (want == NULL)
+		want = "tcp";
+	xp_route_t r;
+	T_OK(xp_ep_route(ep, 1 << 20, &r));
+	T_CONTAINS(r.transport, want);
+	T_CONTAINS(r.payloads, want);
+	T_CONTAINS(r.protocol, "rndv");
 }
 
 static xp_ep_t *wait_accept(xp_listener_t *l, double limit_s)
@@ -130,6 +149,7 @@ static int connector_basic(int idx, void *arg)
 	xp_ep_t *ep;
 	T_OK(xp_connect(ctx, &addr, &ep));
 	T_EQ(wait_ready(ep, 10), 0);
+	check_lane(ep);
 	T_CHECK(xp_ep_context(ep) == ctx);
 	echo_sizes(ep);
 	/* Posted order: three messages of one tag land in the receives in
@@ -163,6 +183,7 @@ static void test_basic(void)
 	write_all(p[1], &addr, sizeof(addr));
 	xp_ep_t *ep = wait_accept(l, 10);
 	T_EQ(xp_ep_ready(ep), 0);
+	check_lane(ep);
 	ping_sizes(ep, 5);
 	uint32_t got[3] = { 9, 9, 9 };
 	xp_request_t *r[3];
@@ -209,6 +230,7 @@ static int connector_many(int idx, void *arg)
 		T_EQ(xp_connect(ctx, &addr, &extra), -EMFILE);
 		for (int i = 0; i < 4; i++) {
 			T_EQ(wait_ready(ep[i], 10), 0);
+			check_lane(ep[i]);
 			uint32_t v = (uint32_t)(round * 4 + i);
 			xp_request_t *s;
 			T_OK(xp_ep_isend(ep[i], &v, sizeof(v), 1, &s));
@@ -248,6 +270,7 @@ static void test_many(void)
 		if (rc == -EAGAIN)
 			continue;
 		T_OK(rc);
+		check_lane(ep);
 		uint32_t v;
 		xp_request_t *r, *s;
 		T_OK(xp_ep_irecv(ep, &v, sizeof(v), 1, XP_TAG_EXACT, &r));
@@ -490,6 +513,7 @@ static int job_rank(int rank, void *arg)
 		T_OK(xp_connect(ctx, &addr, &ep));
 		T_EQ(wait_ready(ep, 10), 0);
 	}
+	check_lane(ep);
 	uint32_t mine = 100 + (uint32_t)rank, theirs = 0;
 	xp_request_t *s, *r;
 	T_OK(xp_ep_irecv(ep, &theirs, sizeof(theirs), 5, XP_TAG_EXACT, &r));

@@ -589,8 +589,10 @@ void xp_mem_deregister(xp_mem_t *mem);
  * a job (not a job of threads, xp_local_job_create, nor a job of one rank
  * without a launcher: -ENOTSUP). A context holds at most XP_EP_MAX of them
  * at once (xp_config_t.ep_max).
- * They go over TCP (io_uring), the transport every host has; the address
- * also names the listener's host, for the faster transports to come.
+ * They are made over TCP (io_uring), the transport every host has; once
+ * made, both sides move an endpoint's messages to RDMA where both have a
+ * device (xp_ep_route says which serves it). The address also names the
+ * listener's host, for shared memory to come.
  *
  * Who may connect: the address holds a secret of 32 random bytes, drawn
  * by xp_listen; the connecting side proves it knows the secret, and the
@@ -652,7 +654,8 @@ void xp_listener_close(xp_listener_t *l);
 int xp_connect(xp_context_t *ctx, const xp_ep_addr_t *addr, xp_ep_t **ep);
 
 /**
- * Whether @ep is connected: 0 (ready: both sides' handshakes done), -EAGAIN
+ * Whether @ep is connected: 0 (ready: both sides' handshakes done and the
+ * transport that serves it chosen, see xp_ep_route), -EAGAIN
  * (still being made: make progress and ask again), or why it failed, for
  * good: -ECONNREFUSED (nothing listens there any more), -EACCES (the
  * listener refused our proof: a wrong secret or job key), -ETIMEDOUT (not
@@ -742,6 +745,16 @@ typedef struct xp_route {
 
 /** Says which transport and protocol serve a message of @size bytes to @peer. */
 int xp_route_get(xp_context_t *ctx, int peer, size_t size, xp_route_t *route);
+
+/**
+ * Says which transport and protocol serve a message of @size bytes on
+ * @ep, as xp_route_get() for a rank. An endpoint's connection is made over
+ * TCP; once it is (xp_ep_ready), both sides move its messages to a faster
+ * transport both have, the same way: "rdma" where both have an RDMA device
+ * on the same kind of link (the connection stays, to watch the peer).
+ * Returns 0 or -EINVAL.
+ */
+int xp_ep_route(xp_ep_t *ep, size_t size, xp_route_t *route);
 
 /* ------------------------------------------------------------------------- */
 /* Statistics                                                                */

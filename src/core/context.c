@@ -206,6 +206,7 @@ void xpi_context_destroy(xp_context_t *ctx)
 	free(ctx->peers);
 	free(ctx->ep_state);
 	free(ctx->ep_label);
+	free(ctx->ep_slots);
 	free(ctx);
 }
 

@@ -520,6 +520,8 @@ void xpi_engine_deliver(xp_context_t *ctx, struct xpi_msg *msg)
 		deliver_in_order(ctx, h, true);
 		peer->recv_seq++;
 	}
+	if (xpi_unlikely(peer->bye_wait))
+		xpi_ep_caught_up(ctx, (int)(peer - ctx->peers));
 }
 
 /* ------------------------------------------------------------------------- */
@@ -940,8 +942,14 @@ void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *wh
 	struct xpi_peer *p = &ctx->peers[peer];
 	if (p->failed)
 		return;
+	/* An endpoint that said goodbye may still have messages on another
+	 * lane: its loss waits for them (ep_lanes.c). */
+	if (peer >= ctx->size && xpi_ep_loss_deferred(ctx, peer, err, why))
+		return;
 	p->failed = err;
 	snprintf(p->failed_why, sizeof(p->failed_why), "%s", why);
+	if (peer >= ctx->size)
+		xpi_ep_hand_over(ctx, peer); /* xp_accept gives it, failed */
 	uint64_t lost_before = ctx->nlost_ops;
 	/* Sends waiting for room. */
 	struct xpi_dlink *l;
@@ -975,10 +983,10 @@ void xpi_engine_peer_failed(xp_context_t *ctx, int peer, int err, const char *wh
 	 * payload, sends the peer announced or claimed. Every transport, not
 	 * only the one that noticed: the peer's other lane holds some too. */
 	for (int i = 0; i < ctx->ntls && !ctx->tls_closing; i++)
-		/* An endpoint is known only to the transport that makes
-		 * endpoints: the others' arrays hold the job's ranks. */
+		/* An endpoint is known only to the transports whose arrays
+		 * hold the slots (the one that makes endpoints, and lanes). */
 		if (ctx->tls[i].ops->peer_lost != NULL &&
-		    (peer < ctx->size || i == ctx->ep_tl_index))
+		    (peer < ctx->size || i == ctx->ep_tl_index || ctx->tls[i].slots))
 			ctx->tls[i].ops->peer_lost(ctx->tls[i].tl, peer);
 	/* An error only if it failed something the program sees: a peer
 	 * that finalized after the job's last barrier, or one stopped with

@@ -35,8 +35,10 @@ _Static_assert(XPI_INLINE_MAX >= XPI_RNDV_DESC_MAX, "an RTS keeps its descriptor
  * tests' shims. */
 #define XPI_MAX_TL 8
 /* Transport types (enum xpi_tl_type, src/select/card.h) a sideband
- * message may name, 0 unused. */
+ * message may name, 0 unused; the last is the core's own, for the lanes
+ * of endpoints (ep.c). */
 #define XPI_SIDEBAND_TYPES 8
+#define XPI_SIDEBAND_EP (XPI_SIDEBAND_TYPES - 1)
 /* What one buffered unexpected message costs beyond its payload. */
 #define XPI_UNEXP_OVERHEAD 64
 
@@ -70,6 +72,8 @@ enum xpi_msg_kind { XPI_MSG_INLINE = 1, XPI_MSG_BUF, XPI_MSG_RTS };
 enum xpi_rndv_state { XPI_RNDV_PENDING = 0, XPI_RNDV_CLAIMED, XPI_RNDV_WITHDRAWN, XPI_RNDV_ASKED };
 
 struct xp_context;
+struct xpi_ep_slot;
+struct xpi_ep_lane_ops;
 struct xpi_cmd {
 	struct xpi_qnode node;
 	uint8_t type;
@@ -170,6 +174,15 @@ struct xpi_peer {
 	bool finalized;
 	/* A receive named it, and its transports were told (peer_wanted). */
 	bool wanted;
+	/* An endpoint whose peer closed it while messages it sent before its
+	 * goodbye were still on another lane: its loss waits for them (ep.c,
+	 * xpi_ep_loss_deferred). */
+	bool bye_wait;
+	/* Eager credit with the peer (xpi_eager_cost): what the eager
+	 * messages sent to it cost, and what it last said it consumed. Kept
+	 * here, not by a transport, so that an endpoint whose small lane
+	 * moves (tcp to rdma) keeps one account. Used by tcp and rdma. */
+	uint64_t eager_sent, eager_granted;
 	/* The transport that only watches it (xpi_select's watch lane), or
 	 * XPI_NO_TL: one a transport of its lanes may ask to carry its
 	 * sideband messages (xpi_engine_sideband_send). */
@@ -278,6 +291,9 @@ static inline bool xpi_comm_id_is_coll(uint32_t id)
 struct xpi_tl_slot {
 	const struct xpi_tl_ops *ops;
 	void *tl;
+	/* Its per-peer arrays hold the endpoint slots too (ep.h): it is told
+	 * of their loss. */
+	bool slots;
 };
 
 /* A deadline the engine keeps for its backends (retransmission,
@@ -411,6 +427,7 @@ struct xp_context {
 	struct xpi_sideband {
 		void (*take)(void *tl, int peer, const uint8_t *data, size_t len);
 		void *tl;
+		bool slots; /* it takes them from endpoint slots too */
 	} sideband[XPI_SIDEBAND_TYPES];
 	/* Endpoints (ep.h): every per-peer array holds npeers entries, the
 	 * job's ranks and then the endpoint slots; the slots' states and
@@ -426,7 +443,19 @@ struct xp_context {
 	/* Makes the transport of endpoints on first need, in a rank of a
 	 * job whose own peers need none (open.c); NULL: none can be made. */
 	int (*ep_open)(xp_context_t *ctx);
-	bool ep_only; /* made by xp_open: no job */
+	bool ep_only;   /* made by xp_open: no job */
+	bool ep_opened; /* ep_open was called (once: at the first listen or connect) */
+	/* Per slot: how its lanes are chosen and how it ends (ep.c). */
+	struct xpi_ep_slot *ep_slots;
+	/* The transports that may serve an endpoint beside the one that
+	 * makes it (ep.h, xpi_ep_lane_register). */
+	struct xpi_ep_lane {
+		uint8_t type; /* enum xpi_tl_type */
+		int tl_index;
+		const struct xpi_ep_lane_ops *ops;
+		void *tl;
+	} ep_lanes[4];
+	int nep_lanes;
 };
 
 /* --- context --- */

@@ -73,12 +73,14 @@ int xpi_ep_slots_init(xp_context_t *ctx, int n)
 		peer_init(&peers[i]);
 	ctx->ep_state = calloc((size_t)n, 1);
 	ctx->ep_label = calloc((size_t)n, sizeof(*ctx->ep_label));
-	if (ctx->ep_state == NULL || ctx->ep_label == NULL) {
+	ctx->ep_slots = calloc((size_t)n, sizeof(*ctx->ep_slots));
+	if (ctx->ep_state == NULL || ctx->ep_label == NULL || ctx->ep_slots == NULL) {
 		xpi_ep_slots_fini(ctx);
 		return -ENOMEM;
 	}
 	ctx->npeers = total;
 	ctx->ep_tl_index = -1;
+	xpi_ep_lanes_init(ctx);
 	return 0;
 }
 
@@ -86,8 +88,10 @@ void xpi_ep_slots_fini(xp_context_t *ctx)
 {
 	free(ctx->ep_state);
 	free(ctx->ep_label);
+	free(ctx->ep_slots);
 	ctx->ep_state = NULL;
 	ctx->ep_label = NULL;
+	ctx->ep_slots = NULL;
 	ctx->npeers = ctx->size;
 }
 
@@ -109,6 +113,7 @@ int xpi_ep_slot_take(xp_context_t *ctx, const char *label)
 		ctx->ep_used++;
 		snprintf(ctx->ep_label[i], sizeof(ctx->ep_label[i]), "%s", label);
 		peer_init(&ctx->peers[slot]);
+		xpi_ep_slot_reset(ctx, slot);
 		xpi_context_set_peer_tl(ctx, slot, ctx->ep_tl_index);
 		return slot;
 	}
@@ -118,6 +123,7 @@ int xpi_ep_slot_take(xp_context_t *ctx, const char *label)
 void xpi_ep_slot_released(xp_context_t *ctx, int slot)
 {
 	xpi_engine_peer_reset(ctx, slot);
+	xpi_ep_slot_reset(ctx, slot);
 	peer_init(&ctx->peers[slot]);
 	ctx->ep_state[slot - ctx->size] = XPI_SLOT_FREE;
 	ctx->ep_used--;
@@ -134,7 +140,8 @@ void xpi_peer_name(const xp_context_t *ctx, int peer, char *out, size_t n)
 
 int xpi_ep_accepted(struct xp_listener *l, int slot)
 {
-	if (l->count == l->cap) {
+	/* Room now for when it is handed over: that cannot fail. */
+	if (l->count + l->choosing == l->cap) {
 		unsigned cap = l->cap != 0 ? 2 * l->cap : 8;
 		int *r = malloc(cap * sizeof(*r));
 		if (r == NULL)
@@ -146,8 +153,22 @@ int xpi_ep_accepted(struct xp_listener *l, int slot)
 		l->head = 0;
 		l->cap = cap;
 	}
-	l->ready[(l->head + l->count++) % l->cap] = slot;
+	l->choosing++;
+	l->ctx->ep_slots[slot - l->ctx->size].listener = l;
+	if (l->ctx->ep_slots[slot - l->ctx->size].settled)
+		xpi_ep_hand_over(l->ctx, slot);
 	return 0;
+}
+
+void xpi_ep_hand_over(xp_context_t *ctx, int slot)
+{
+	struct xpi_ep_slot *s = &ctx->ep_slots[slot - ctx->size];
+	struct xp_listener *l = s->listener;
+	if (l == NULL)
+		return;
+	s->listener = NULL;
+	l->choosing--;
+	l->ready[(l->head + l->count++) % l->cap] = slot;
 }
 
 /* --- the public calls ------------------------------------------------------ */
@@ -166,8 +187,12 @@ static void token_take(xp_context_t *ctx)
  * Holding the token. */
 static bool have_ep_transport(xp_context_t *ctx)
 {
-	if (ctx->ep_ops == NULL && ctx->ep_open != NULL && ctx->npeers > ctx->size)
+	/* Once: the transports of endpoints the job's peers did not need,
+	 * the connections' and the lanes' (open.c). */
+	if (!ctx->ep_opened && ctx->ep_open != NULL && ctx->npeers > ctx->size) {
+		ctx->ep_opened = true;
 		(void)ctx->ep_open(ctx);
+	}
 	return ctx->ep_ops != NULL;
 }
 
@@ -247,6 +272,15 @@ XPI_EXPORT void xp_listener_close(xp_listener_t *l)
 		ctx->ep_state[slot - ctx->size] = XPI_SLOT_CLOSING;
 		ctx->ep_ops->close(ctx->ep_tl, slot);
 	}
+	/* And those whose lanes were still being chosen. */
+	for (int i = 0; l->choosing != 0 && i < ctx->npeers - ctx->size; i++)
+		if (ctx->ep_slots[i].listener == l) {
+			ctx->ep_slots[i].listener = NULL;
+			l->choosing--;
+			ctx->ep_state[i] = XPI_SLOT_CLOSING;
+			xpi_engine_peer_closed(ctx, ctx->size + i);
+			ctx->ep_ops->close(ctx->ep_tl, ctx->size + i);
+		}
 	xpi_owner_release(ctx);
 	free(l->ready);
 	free(l);
@@ -304,6 +338,10 @@ XPI_EXPORT int xp_ep_ready(xp_ep_t *ep)
 	token_take(ctx);
 	xpi_engine_run(ctx);
 	int rc = ctx->ep_ops->state(ctx->ep_tl, ep->slot);
+	/* Made, but its lanes not yet chosen: the choice is a round trip
+	 * away, and a program that asks is told which serve it after. */
+	if (rc == 0 && !ctx->ep_slots[ep->slot - ctx->size].settled)
+		rc = -EAGAIN;
 	if (rc < 0 && rc != -EAGAIN) {
 		char name[96];
 		xpi_peer_name(ctx, ep->slot, name, sizeof(name));
@@ -318,6 +356,25 @@ XPI_EXPORT int xp_ep_ready(xp_ep_t *ep)
 	}
 	xpi_owner_release(ctx);
 	return rc;
+}
+
+XPI_EXPORT int xp_ep_route(xp_ep_t *ep, size_t size, xp_route_t *route)
+{
+	if (ep == NULL || route == NULL)
+		return xpi_fail(-EINVAL, "xp_ep_route: %s is NULL",
+				ep == NULL ? "the endpoint" : "the route pointer");
+	xp_context_t *ctx = ep->ctx;
+	/* The lanes change once (xp_ep_ready): read them as the owner. */
+	token_take(ctx);
+	const struct xpi_peer *p = &ctx->peers[ep->slot];
+	*route = (xp_route_t){
+		.transport = ctx->tls[p->tl_small].ops->name,
+		.protocol = size < p->rndv_threshold ? "eager" : "rndv",
+		.rndv_threshold = p->rndv_threshold,
+		.payloads = ctx->tls[p->tl_bulk].ops->name,
+	};
+	xpi_owner_release(ctx);
+	return 0;
 }
 
 XPI_EXPORT xp_context_t *xp_ep_context(const xp_ep_t *ep)

@@ -13,7 +13,17 @@
  * their source is the slot, so each connection matches in posted order.
  *
  * The transport that makes the connections (TCP, the one every host has)
- * registers its xpi_ep_ops when it attaches.
+ * registers its xpi_ep_ops when it attaches. Other transports may serve an
+ * endpoint's messages once its connection is made ("lanes"): each side
+ * offers the types it has (a sideband message of the core's, over the
+ * connection), both take the first type both offer, and that transport
+ * makes its pair over the connection as it does for ranks (RDMA: its
+ * queue pair numbers as sideband messages), then moves the endpoint's
+ * lanes to itself. The connection stays, as the watcher of the peer and
+ * the carrier of sideband messages. Messages sent before the move and
+ * after it are put back in order by their sequence numbers, as for
+ * ranks; a goodbye carries how many were sent, and the endpoint's loss
+ * waits until they all came.
  */
 #ifndef XPI_EP_H
 #define XPI_EP_H
@@ -67,9 +77,10 @@ struct xp_listener {
 	xp_context_t *ctx;
 	void *tl_state; /* the transport's listener */
 	/* Slots connected through it and not taken yet (xp_accept), oldest
-	 * first: a ring of cap entries. Owner. */
+	 * first: a ring of cap entries, with room for the @choosing ones
+	 * connected whose lanes are being chosen. Owner. */
 	int *ready;
-	unsigned head, count, cap;
+	unsigned head, count, cap, choosing;
 	char label[48]; /* its address, for messages */
 };
 
@@ -96,6 +107,34 @@ struct xpi_ep_ops {
 	void (*close)(void *tl, int slot);
 };
 
+/* What a transport that may serve endpoints' lanes offers the core.
+ * Owner, never blocking. */
+struct xpi_ep_lane_ops {
+	/* Both sides of @slot offered this lane: make its pair (over the
+	 * endpoint's connection, xpi_engine_sideband_send), then call
+	 * xpi_ep_lane_settled. */
+	void (*start)(void *tl, int slot);
+	/* @slot is being given back (closed, and its connection gone): let go
+	 * of all of it. 0: nothing of it is left; -EAGAIN: ask again (what
+	 * was sent is still on the wire, bounded by the transport). */
+	int (*release)(void *tl, int slot);
+};
+
+/* Per slot: the lanes' choice, and a goodbye's count (ep.c). */
+struct xpi_ep_slot {
+	bool offered; /* our offer was sent */
+	bool heard;   /* the peer's came: peer_offers */
+	bool settled; /* its lanes are chosen (xp_ep_ready) */
+	uint8_t peer_offers;
+	bool bye; /* the peer said goodbye after bye_seq messages */
+	uint32_t bye_seq;
+	int gone_err; /* its loss, deferred until they came */
+	char gone_why[96];
+	int slot;
+	struct xpi_timer gone_timer;
+	struct xp_listener *listener; /* made through it, not yet handed over */
+};
+
 /* Called by the transport when it attaches. */
 void xpi_ep_register(xp_context_t *ctx, const struct xpi_ep_ops *ops, void *tl, int tl_index);
 /* Gives @ctx @n endpoint slots (before any transport attaches). 0 or -ENOMEM. */
@@ -104,10 +143,41 @@ void xpi_ep_slots_fini(xp_context_t *ctx);
 /* Takes a free slot for a connection to or from @label: its lanes are the
  * endpoint transport. The slot, or -EMFILE when all are taken. Owner. */
 int xpi_ep_slot_take(xp_context_t *ctx, const char *label);
-/* A connection through @l is ready: xp_accept will give it. Owner. */
+/* A connection through @l is made: xp_accept gives it once its lanes are
+ * chosen (or it failed meanwhile). 0 or -ENOMEM. Owner. */
 int xpi_ep_accepted(struct xp_listener *l, int slot);
+/* ep_lanes.c: @slot's lanes are chosen, or it is lost: xp_accept may give
+ * it now if a listener holds it. */
+void xpi_ep_hand_over(xp_context_t *ctx, int slot);
 /* The transport has let go of @slot: it is free again. Owner. */
 void xpi_ep_slot_released(xp_context_t *ctx, int slot);
+/* Called by a transport that may serve endpoints' lanes, of type @type
+ * (enum xpi_tl_type), when it attaches. */
+void xpi_ep_lane_register(xp_context_t *ctx, uint8_t type, const struct xpi_ep_lane_ops *ops,
+			  void *tl, int tl_index);
+/* The endpoint transport: @slot's connection is made (both sides call it):
+ * the lanes are offered over it. Owner, inside its progress. */
+void xpi_ep_pair_made(xp_context_t *ctx, int slot);
+/* The lane transport: @slot's lanes are its own (@tl_index), or stay on
+ * the connection (-1, its pair could not be made). */
+void xpi_ep_lane_settled(xp_context_t *ctx, int slot, int tl_index);
+/* The endpoint transport, before it gives @slot back: 0 once every lane
+ * let go of it, else -EAGAIN (ask again from progress). */
+int xpi_ep_lanes_release(xp_context_t *ctx, int slot);
+/* The endpoint transport: the peer said goodbye on @slot after sending
+ * @seq messages in all. */
+void xpi_ep_bye(xp_context_t *ctx, int slot, uint32_t seq);
+/* The engine, losing endpoint @peer: true if its loss waits for messages
+ * its goodbye counted (then it is reported from xpi_ep_caught_up, or by
+ * a deadline). */
+bool xpi_ep_loss_deferred(xp_context_t *ctx, int peer, int err, const char *why);
+/* The engine: a message of @peer, whose loss waits (bye_wait), came. */
+void xpi_ep_caught_up(xp_context_t *ctx, int peer);
+/* ep.c: takes the offers of lanes (at slots_init); forgets @slot's choice
+ * and goodbye (when it is taken or given back). */
+void xpi_ep_lanes_init(xp_context_t *ctx);
+void xpi_ep_slot_reset(xp_context_t *ctx, int slot);
+
 /* True if @peer is an endpoint slot. */
 static inline bool xpi_peer_is_ep(const xp_context_t *ctx, int peer)
 {

@@ -5,7 +5,8 @@
  * on first need trades its number this way, over the stream pair that
  * carries the peer's messages or watches it, as UCX's wire-up messages go
  * over an auxiliary transport. And the watcher of a pair made on first
- * need (a DPDK pair's TCP pair), made when that pair is.
+ * need (a DPDK pair's TCP pair), made when that pair is. Endpoints' lanes
+ * are chosen and made the same way, over their connection (ep.c).
  */
 #include <errno.h>
 
@@ -14,10 +15,10 @@
 
 int xpi_engine_sideband(xp_context_t *ctx, int peer, uint8_t type, const uint8_t *data, size_t len)
 {
-	/* The takers' arrays hold the job's ranks: an endpoint (ep.h) has
-	 * no transport that trades through it, and one that sends such a
-	 * message is broken. */
-	if (type >= XPI_SIDEBAND_TYPES || ctx->sideband[type].take == NULL || peer >= ctx->size)
+	/* Only a taker whose arrays hold the endpoint slots (ep.h) takes
+	 * one from a slot: from any other, the message is broken. */
+	if (type >= XPI_SIDEBAND_TYPES || ctx->sideband[type].take == NULL ||
+	    (peer >= ctx->size && !ctx->sideband[type].slots))
 		return -ENOENT;
 	ctx->sideband[type].take(ctx->sideband[type].tl, peer, data, len);
 	return 0;

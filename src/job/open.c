@@ -11,12 +11,18 @@
 #include "backend.h"
 #include "unique_id.h"
 
-/* The first backend that makes endpoints without a job, made at @where. */
+/*
+ * The backends of endpoints, made at @where: the first that makes their
+ * connections (it carries the others' sideband messages: tcp), then those
+ * that may serve their lanes (rdma), whose failure leaves the endpoints on
+ * their connections. Each makes nothing it already has (a job's).
+ */
 static int open_ep_backend(xp_context_t *ctx, const struct sockaddr_storage *where)
 {
 	int rc = -ENOTSUP;
 	for (const struct xpi_backend *const *b = xpi_backends; *b != NULL && rc == -ENOTSUP; b++)
-		if ((*b)->open != NULL && xpi_backend_allowed(&ctx->cfg, *b))
+		if ((*b)->open != NULL && (*b)->carries_sideband &&
+		    xpi_backend_allowed(&ctx->cfg, *b))
 			rc = (*b)->open(ctx, where);
 	if (rc == -ENOTSUP)
 		xpi_log_detail(
@@ -24,7 +30,19 @@ static int open_ep_backend(xp_context_t *ctx, const struct sockaddr_storage *whe
 			"rank %d: no transport of this build makes endpoints (tcp: io_uring, "
 			"allowed by XP_TRANSPORTS)",
 			ctx->rank);
-	return rc;
+	if (rc < 0)
+		return rc;
+	for (const struct xpi_backend *const *b = xpi_backends; *b != NULL; b++) {
+		if ((*b)->open == NULL || (*b)->carries_sideband ||
+		    !xpi_backend_allowed(&ctx->cfg, *b))
+			continue;
+		int lrc = (*b)->open(ctx, where);
+		if (lrc < 0)
+			xpi_log(XPI_LOG_WARN,
+				"rank %d: %s cannot serve endpoints (%s); they stay on tcp",
+				ctx->rank, (*b)->name, xp_strerror(lrc));
+	}
+	return 0;
 }
 
 int xpi_job_ep_open(xp_context_t *ctx)

@@ -103,6 +103,16 @@ static struct xpn_comm *stage_of(const void *handle, bool *bad)
 	return c;
 }
 
+/* Says which transport serves a comm now connected, as NCCL_DEBUG=INFO
+ * shows NCCL's own choice. */
+static void log_route(const struct xpn_comm *c, const char *kind)
+{
+	xp_route_t r;
+	if (xp_ep_route(c->ep, 0, &r) == 0)
+		XPN_INFO("NET/xport : %s comm %p connected over %s (payloads %s)", kind,
+			 (const void *)c, r.transport, r.payloads);
+}
+
 /* Starts connecting to the address in @handle, and marks the handle. */
 static int stage_start(void *handle, struct xpn_comm **out)
 {
@@ -166,6 +176,7 @@ xnccl_result_t xpn_connect(int dev, void *handle, void **send_comm)
 		return res;
 	}
 	c->connected = true;
+	log_route(c, "send");
 	*send_comm = c;
 	return XNCCL_OK;
 }
@@ -193,6 +204,7 @@ xnccl_result_t xpn_accept(void *listen_comm, void **recv_comm)
 	}
 	c->ep = ep;
 	c->connected = true;
+	log_route(c, "receive");
 	xpn_obj_add(&c->obj, XPN_RECV);
 	*recv_comm = c;
 	return XNCCL_OK;

@@ -10,8 +10,9 @@
 
 static void log_ready(void)
 {
-	XPN_INFO("NET/xport : xport %d.%d.%d ready (one device over TCP; XP_SOCKET_IFNAME, "
-		 "NCCL_SOCKET_IFNAME choose the interface)",
+	XPN_INFO("NET/xport : xport %d.%d.%d ready (one device: connections over TCP, moved to "
+		 "RDMA where both ends have a device; XP_SOCKET_IFNAME, NCCL_SOCKET_IFNAME "
+		 "choose the interface)",
 		 XP_VERSION_MAJOR, XP_VERSION_MINOR, XP_VERSION_PATCH);
 }
 

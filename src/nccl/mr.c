@@ -89,10 +89,18 @@ struct dmabuf_range {
 	int fd;
 };
 
+/* A device on a lane that cannot take dmabufs (soft-RoCE) refuses it:
+ * the CPU's mapping of it is then registered, as any host memory, which
+ * is what the connections move it through anyway. */
 static int reg_dmabuf(xp_context_t *ctx, const void *arg, xp_mem_t **mem)
 {
 	const struct dmabuf_range *r = arg;
-	return xp_mem_register_dmabuf(ctx, r->fd, r->offset, r->size, r->data, mem);
+	int rc = xp_mem_register_dmabuf(ctx, r->fd, r->offset, r->size, r->data, mem);
+	if (rc != -EOPNOTSUPP)
+		return rc;
+	XPN_INFO("NET/xport : regMrDmaBuf: %s; registering the buffer's mapping at %p instead",
+		 xp_error_detail(), r->data);
+	return xp_mem_register(ctx, r->data, r->size, mem);
 }
 
 /*

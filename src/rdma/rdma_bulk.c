@@ -310,7 +310,7 @@ static int rdma_rndv_fetch(void *tlp, struct xpi_msg *msg, void *dst, size_t cap
 {
 	struct xpi_rdma_tl *t = tlp;
 	int src = msg->u.key.src;
-	if (src < 0 || src >= t->ctx->size || msg->desc_len != XPI_RDMA_DESC_LEN)
+	if (src < 0 || src >= t->npeers || msg->desc_len != XPI_RDMA_DESC_LEN)
 		return -EPROTO;
 	struct rdma_peer *p = &t->peers[src];
 	/* Its offer went once it was up, so ours is connected. */
@@ -635,7 +635,7 @@ static void rdma_destroy(void *tlp)
 		release_word(t, i);
 		xpi_request_put(s);
 	}
-	for (int p = 0; t->peers != NULL && p < t->ctx->size; p++) {
+	for (int p = 0; t->peers != NULL && p < t->npeers; p++) {
 		rdma_qp_destroy(t, p);
 		rdma_small_drop_tx(t, p);
 	}
@@ -684,6 +684,15 @@ static void rdma_destroy(void *tlp)
 /* A receive names @peer: its pair is made now, as a send would make it,
  * so its first frame finds our QP connected and a peer that died first
  * fails the receive at once. */
+/* The engine lost @peer: an endpoint slot's loss comes only this way (the
+ * count check_lost_peers watches is the job's ranks'). */
+static void rdma_peer_lost(void *tlp, int peer)
+{
+	struct xpi_rdma_tl *t = tlp;
+	if (!t->peers[peer].dead && t->peers[peer].wstate != RW_OFF)
+		rdma_peer_failed(t, peer, t->ctx->peers[peer].failed, NULL);
+}
+
 static void rdma_peer_wanted(void *tlp, int peer)
 {
 	struct xpi_rdma_tl *t = tlp;
@@ -720,6 +729,7 @@ const struct xpi_tl_ops xpi_rdma_ops = {
 	.sleep_prepare = rdma_sleep_prepare,
 	.sleep_done = rdma_sleep_done,
 	.tx_pending = rdma_tx_pending,
+	.peer_lost = rdma_peer_lost,
 	.peer_wanted = rdma_peer_wanted,
 	.destroy = rdma_destroy,
 };

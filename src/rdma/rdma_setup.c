@@ -118,7 +118,8 @@ static bool on_need(const xp_context_t *ctx, const uint8_t *want, int peer)
 }
 
 /* The device, SRQ, CQ, state words, and the QPs of the pairs made now (not
- * on first need); 0 or a negative code (logged). */
+ * on first need; @want NULL: no rank's, for endpoints only); 0 or a
+ * negative code (logged). */
 static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 {
 	xp_context_t *ctx = t->ctx;
@@ -151,9 +152,9 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 	/* The SRQ: a window and two CREDIT frames per peer (rdma_tl.h), a
 	 * smaller window with many peers. */
 	int npeers = 0;
-	for (int p = 0; p < ctx->size; p++)
+	for (int p = 0; want != NULL && p < ctx->size; p++)
 		npeers += p != ctx->rank && want[p];
-	uint32_t w = XPI_RDMA_SRQ_TARGET / (uint32_t)npeers;
+	uint32_t w = XPI_RDMA_SRQ_TARGET / (uint32_t)(npeers > 0 ? npeers : 1);
 	w = w > XPI_RDMA_WINDOW + 2     ? XPI_RDMA_WINDOW :
 	    w > XPI_RDMA_WINDOW_MIN + 2 ? w - 2 :
 					  XPI_RDMA_WINDOW_MIN;
@@ -163,6 +164,15 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 		warn_once(ctx, "the device's shared receive queue is too small for every peer");
 		return -ENOSPC;
 	}
+	/* Endpoints' pairs get what room the device leaves, up to one per
+	 * slot; those beyond stay on their connection (rdma_ep.c). */
+	uint32_t nslots = (uint32_t)(ctx->npeers - ctx->size), room = 0;
+	t->ep_window = XPI_RDMA_EP_WINDOW;
+	if ((uint32_t)t->dev.attr.max_srq_wr > t->srq_depth)
+		room = ((uint32_t)t->dev.attr.max_srq_wr - t->srq_depth) / (t->ep_window + 2);
+	t->ep_budget = nslots < room ? nslots : room;
+	t->srq_depth_job = t->srq_depth;
+	t->srq_depth += t->ep_budget * (t->ep_window + 2);
 	rc = rdma_small_setup(t);
 	if (rc < 0) {
 		warn_once(ctx, "the shared receive queue could not be set up");
@@ -172,7 +182,8 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 	 * CQ grows as pairs are made on first need (rdma_cq_fit). */
 	int nnow = 0;
 	for (int p = 0; p < ctx->size; p++)
-		nnow += p != ctx->rank && want[p] && (t->cm != NULL || !on_need(ctx, want, p));
+		nnow += p != ctx->rank && want != NULL && want[p] &&
+			(t->cm != NULL || !on_need(ctx, want, p));
 	int cqe = (nnow + 1) * (int)XPI_RDMA_SQ_DEPTH + (int)t->srq_depth;
 	if (cqe > t->dev.attr.max_cqe)
 		cqe = t->dev.attr.max_cqe;
@@ -186,15 +197,15 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 	if (t->backlog == NULL)
 		return -ENOMEM;
 	t->words = aligned_alloc(4096, XPI_RDMA_NWORDS * sizeof(uint64_t));
-	t->result = aligned_alloc(64, XPI_RDMA_ATOMIC_SLOTS * sizeof(uint64_t));
+	t->result = aligned_alloc(64, XPI_RDMA_RESULT_LEN);
 	if (t->words == NULL || t->result == NULL)
 		return -ENOMEM;
 	memset(t->words, 0, XPI_RDMA_NWORDS * sizeof(uint64_t));
 	t->words_mr = ibv_reg_mr(t->dev.pd, t->words, XPI_RDMA_NWORDS * sizeof(uint64_t),
 				 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC |
 					 IBV_ACCESS_REMOTE_READ);
-	t->result_mr = ibv_reg_mr(t->dev.pd, t->result, XPI_RDMA_ATOMIC_SLOTS * sizeof(uint64_t),
-				  IBV_ACCESS_LOCAL_WRITE);
+	t->result_mr =
+		ibv_reg_mr(t->dev.pd, t->result, XPI_RDMA_RESULT_LEN, IBV_ACCESS_LOCAL_WRITE);
 	t->claim_ns = XPI_RDMA_CLAIM_NS;
 	if (t->words_mr == NULL || t->result_mr == NULL)
 		return xpi_rdma_fail_errno("registering the state words", "ibv_reg_mr", t->dev.name,
@@ -204,12 +215,12 @@ static int make(struct xpi_rdma_tl *t, const uint8_t *want)
 					 .max_inline = XPI_RDMA_INLINE_WANT };
 	uint32_t inl;
 	t->max_inline = XPI_RDMA_INLINE_WANT;
-	t->qpns = calloc((size_t)npeers, sizeof(*t->qpns));
+	t->qpns = calloc((size_t)t->npeers, sizeof(*t->qpns));
 	if (t->qpns == NULL)
 		return -ENOMEM;
 	/* Through rdma_cm, the QPs come with the connections (cm_connect). */
 	for (int p = 0; p < ctx->size && t->cm == NULL; p++) {
-		if (p == ctx->rank || !want[p] || on_need(ctx, want, p))
+		if (p == ctx->rank || want == NULL || !want[p] || on_need(ctx, want, p))
 			continue;
 		rc = xpi_rdma_qp_create(&t->dev, t->cq, t->cq, t->srq, &caps, &t->peers[p].qp, &inl,
 					NULL);
@@ -326,11 +337,12 @@ static int ask_all(struct xpi_boot *boot, int size, uint8_t mine, uint8_t *any)
 }
 
 /* A peer whose head came: its port's address, state words and window. */
-static void take_head(struct rdma_peer *p, const struct xchg_head *h)
+static void take_head(const struct xpi_rdma_tl *t, struct rdma_peer *p, const struct xchg_head *h)
 {
 	p->words_addr = h->words_addr;
 	p->words_rkey = h->words_rkey;
 	p->window = h->window;
+	p->granted = t->window;
 	p->remote =
 		(struct xpi_rdma_addr){ .lid = h->lid, .mtu = h->mtu, .gid_index = h->gid_index };
 	memcpy(p->remote.gid, h->gid, 16);
@@ -357,7 +369,7 @@ static void connect_now(struct xpi_rdma_tl *t, const uint8_t *mine, const uint8_
 		if (t->peers[p].qp == NULL || h.ok != 1)
 			continue;
 		if (t->cm != NULL) { /* connected already */
-			take_head(&t->peers[p], &h);
+			take_head(t, &t->peers[p], &h);
 			up[p] = 1;
 			continue;
 		}
@@ -370,7 +382,7 @@ static void connect_now(struct xpi_rdma_tl *t, const uint8_t *mine, const uint8_
 		}
 		struct xchg_qp q;
 		memcpy(&q, theirs + sizeof(h) + (size_t)me * sizeof(q), sizeof(q));
-		take_head(&t->peers[p], &h);
+		take_head(t, &t->peers[p], &h);
 		struct xpi_rdma_addr remote = t->peers[p].remote;
 		remote.qpn = q.qpn;
 		remote.psn = q.psn;
@@ -403,10 +415,59 @@ static void agree_on_need(struct xpi_rdma_tl *t, const uint8_t *want, const uint
 				ctx->rank, p);
 			continue;
 		}
-		take_head(&t->peers[p], &h);
+		take_head(t, &t->peers[p], &h);
 		t->peers[p].wstate = RW_IDLE;
 		ok[p] = XPI_OK_ON_NEED;
 	}
+}
+
+/* The transport's state, its per-peer arrays holding the endpoint slots
+ * too. */
+static int tl_new(xp_context_t *ctx, struct xpi_rdma_tl **out)
+{
+	struct xpi_rdma_tl *t = calloc(1, sizeof(*t));
+	if (t == NULL)
+		return -ENOMEM;
+	t->ctx = ctx;
+	t->npeers = ctx->npeers;
+	xpi_dlist_init(&t->fetches);
+	t->peers = calloc((size_t)t->npeers, sizeof(*t->peers));
+	t->todo = calloc((size_t)t->npeers, sizeof(*t->todo));
+	if (t->peers == NULL || t->todo == NULL) {
+		free(t->peers);
+		free(t->todo);
+		free(t);
+		return -ENOMEM;
+	}
+	*out = t;
+	return 0;
+}
+
+/*
+ * Adds @t, made, to its context, and posts @fill SRQ entries (at most its
+ * depth): now that the pool is registered with us its buffers can go
+ * there, taken before the transports added after this one share the
+ * pool's class out. -ENOTCONN: not added (the caller destroys @t); any
+ * other failure leaves @t the context's, which destroys it.
+ */
+static int tl_add(struct xpi_rdma_tl *t, uint32_t fill)
+{
+	xp_context_t *ctx = t->ctx;
+	for (uint32_t i = 0; i < XPI_RDMA_NWORDS; i++)
+		t->free_words[i] = XPI_RDMA_NWORDS - 1 - i;
+	t->nfree = XPI_RDMA_NWORDS;
+	t->tl_index = ctx->ntls;
+	if (xpi_context_add_tl(ctx, &xpi_rdma_ops, t) < 0)
+		return -ENOTCONN;
+	ctx->sideband[XPI_TL_RDMA] = (struct xpi_sideband){ .take = rdma_wire_take,
+							    .tl = t,
+							    .slots = ctx->npeers > ctx->size };
+	rdma_ep_attach(t);
+	int rc = rdma_small_grow(t, fill < t->srq_depth ? fill : t->srq_depth);
+	if (rc == -ENOBUFS)
+		warn_once(ctx, "the buffer pool cannot fill the shared receive queue (raise "
+			       "XP_POOL_MAX_BYTES)");
+	return rc;
 }
 
 /*
@@ -436,16 +497,12 @@ static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 	uint8_t *mine = calloc(1, len), *all = calloc((size_t)size, len);
 	uint8_t *up = calloc((size_t)size, 1),
 		*ups = now ? calloc((size_t)size, (size_t)size) : NULL;
-	struct xpi_rdma_tl *t = nwant > 0 ? calloc(1, sizeof(*t)) : NULL;
-	int rc = mine && all && up && (ups || !now) && (nwant == 0 || t) ? 0 : -ENOMEM;
+	struct xpi_rdma_tl *t = NULL;
+	int rc = mine && all && up && (ups || !now) ? 0 : -ENOMEM;
+	if (rc == 0 && nwant > 0)
+		rc = tl_new(ctx, &t);
 	if (t != NULL) {
-		t->ctx = ctx;
-		xpi_dlist_init(&t->fetches);
-		t->peers = calloc((size_t)size, sizeof(*t->peers));
-		t->todo = calloc((size_t)size, sizeof(*t->todo));
-		if (t->peers == NULL || t->todo == NULL)
-			rc = -ENOMEM;
-		else if (make(t, want) == 0) {
+		if (make(t, want) == 0) {
 			fill_head(t, mine);
 			struct xchg_qp *q = (struct xchg_qp *)(mine + sizeof(struct xchg_head));
 			for (int p = 0; now && p < size; p++)
@@ -491,33 +548,18 @@ static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 		return rc;
 	if (rc == 0 && nok > 0) {
 		index_qps(t);
-		for (uint32_t i = 0; i < XPI_RDMA_NWORDS; i++)
-			t->free_words[i] = XPI_RDMA_NWORDS - 1 - i;
-		t->nfree = XPI_RDMA_NWORDS;
-		t->tl_index = ctx->ntls;
-		if (rc == 0)
-			rc = xpi_context_add_tl(ctx, &xpi_rdma_ops, t);
-		if (rc == 0) {
-			ctx->sideband[XPI_TL_RDMA] = (struct xpi_sideband){ rdma_wire_take, t };
-			/* Now that the pool is registered with us, its buffers
-			 * can go to the SRQ: the windows of the pairs made now,
-			 * and as many as XPI_RDMA_SRQ_TARGET asks, which holds
-			 * every window of a job of up to 42 peers (all of them,
-			 * as before pairs were made on first need); beyond, the
-			 * SRQ grows as pairs are made (rdma_wire.c). Taken now,
-			 * before the transports attached after this one share
-			 * the pool's class out. A peer that sends before then is
-			 * told RNR and retries; it cannot have sent more than its
-			 * window. Failing here fails the job (the context owns
-			 * the transport now and destroys it). */
-			t->srq_promised =
-				XPI_RDMA_REPOST_BATCH + (uint32_t)t->nqpns * (t->window + 2);
-			uint32_t first = XPI_RDMA_SRQ_TARGET + XPI_RDMA_REPOST_BATCH;
-			first = first > t->srq_promised ? first : t->srq_promised;
-			rc = rdma_small_grow(t, first < t->srq_depth ? first : t->srq_depth);
-			if (rc == -ENOBUFS)
-				warn_once(ctx, "the buffer pool cannot fill the shared receive "
-					       "queue (raise XP_POOL_MAX_BYTES)");
+		/* The windows of the pairs made now, and as many as
+		 * XPI_RDMA_SRQ_TARGET asks, which holds every window of a job
+		 * of up to 42 peers (all of them, as before pairs were made
+		 * on first need); beyond, the SRQ grows as pairs are made
+		 * (rdma_wire.c). A peer that sends before then is told RNR
+		 * and retries; it cannot have sent more than its window. */
+		t->srq_promised = XPI_RDMA_REPOST_BATCH + (uint32_t)t->nqpns * (t->window + 2);
+		uint32_t first = XPI_RDMA_SRQ_TARGET + XPI_RDMA_REPOST_BATCH;
+		first = first > t->srq_promised ? first : t->srq_promised;
+		/* Not the endpoints' part: theirs is filled pair by pair. */
+		rc = tl_add(t, first < t->srq_depth_job ? first : t->srq_depth_job);
+		if (rc != -ENOTCONN) {
 			if (rc == 0 && xpi_debug_on("transport"))
 				xpi_log(XPI_LOG_INFO,
 					"rank %d: rdma on %s port %u (gid index %u, mtu %d, window "
@@ -529,9 +571,45 @@ static int rdma_attach(xp_context_t *ctx, struct xpi_boot *boot, const uint8_t *
 		}
 		/* Not added: the pairs fail; every peer must agree, so this
 		 * fails the job rather than diverge. */
+		rc = -ENOMEM;
 	}
 	xpi_rdma_ops.destroy(t);
 	return rc;
+}
+
+/* xp_open, or a rank of a job whose own peers needed no rdma (backend.h):
+ * the transport for endpoints' lanes only. A host without a device is no
+ * news: its endpoints stay on their connections. */
+static int rdma_open(xp_context_t *ctx, const struct sockaddr_storage *where)
+{
+	(void)where; /* a device has its own address */
+	if (ctx->cfg.rdma_cm)
+		return 0; /* its pairs are made by rdma_cm's listener: not for endpoints */
+	for (int i = 0; i < ctx->ntls; i++)
+		if (ctx->tls[i].ops == &xpi_rdma_ops)
+			return 0; /* the job's, which serves its endpoints too */
+	struct xpi_rdma_dev probe;
+	char why[XPI_RDMA_WHY_LEN];
+	if (xpi_rdma_dev_open(device_wanted(ctx), &probe, why) < 0) {
+		if (device_wanted(ctx) != NULL)
+			xpi_log(XPI_LOG_WARN, "rank %d: rdma: %s; endpoints stay on tcp", ctx->rank,
+				why);
+		return 0;
+	}
+	xpi_rdma_dev_close(&probe);
+	struct xpi_rdma_tl *t;
+	int rc = tl_new(ctx, &t);
+	if (rc < 0)
+		return rc;
+	rc = make(t, NULL);
+	if (rc == 0) {
+		t->srq_promised = XPI_RDMA_REPOST_BATCH;
+		rc = tl_add(t, t->srq_promised);
+		if (rc != -ENOTCONN)
+			return rc;
+	}
+	xpi_rdma_ops.destroy(t);
+	return rc == -ENOTCONN ? -ENOMEM : rc;
 }
 
 static int rdma_probe(char *note, size_t n)
@@ -558,4 +636,5 @@ const struct xpi_backend xpi_rdma_backend = {
 	.card = rdma_card,
 	.attach = rdma_attach,
 	.probe = rdma_probe,
+	.open = rdma_open,
 };

@@ -138,7 +138,7 @@ void rdma_small_fini(struct xpi_rdma_tl *t)
 	free(t->rx_hdrs);
 	free(t->rx_bufs);
 	free(t->rx_unposted);
-	for (int p = 0; t->peers != NULL && p < t->ctx->size; p++)
+	for (int p = 0; t->peers != NULL && p < t->npeers; p++)
 		free(t->peers[p].fins);
 }
 
@@ -270,8 +270,9 @@ int rdma_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, const void
 	if (!p->up || p->dead)
 		return rdma_wire_need(t, peer); /* the first message to it, or lost */
 	uint64_t cost = xpi_eager_cost(h->len);
+	struct xpi_peer *ep = &t->ctx->peers[peer];
 	if (h->len > EAGER_MAX ||
-	    p->eager_sent + cost - p->peer_credit > t->ctx->eager_credit_per_peer)
+	    ep->eager_sent + cost - ep->eager_granted > t->ctx->eager_credit_per_peer)
 		return -ENOBUFS; /* too long, or no credit with the receiver: rendezvous */
 	/* FINs first: they finish the peer's sends. */
 	if (p->nfins != 0 && flush_fins(t, peer) < 0)
@@ -288,7 +289,7 @@ int rdma_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, const void
 	if (rc < 0)
 		return rc;
 	p->win_sent++;
-	p->eager_sent += cost;
+	ep->eager_sent += cost;
 	return 0;
 }
 
@@ -371,14 +372,16 @@ static void deliver(struct xpi_rdma_tl *t, int peer, const struct xpi_frame *f, 
 
 /* What a frame reports of our window and our eager credit with the peer;
  * false if it reports more than we ever sent (a broken peer). */
-static bool take_reports(struct xpi_rdma_tl *t, struct rdma_peer *p, const struct xpi_frame *f)
+static bool take_reports(struct xpi_rdma_tl *t, int peer, const struct xpi_frame *f)
 {
-	if (f->id > p->win_sent || f->credit > p->eager_sent)
+	struct rdma_peer *p = &t->peers[peer];
+	struct xpi_peer *ep = &t->ctx->peers[peer];
+	if (f->id > p->win_sent || f->credit > ep->eager_sent)
 		return false;
 	if (f->id > p->win_returned)
 		p->win_returned = f->id;
-	if (f->credit > p->peer_credit)
-		p->peer_credit = f->credit;
+	if (f->credit > ep->eager_granted)
+		ep->eager_granted = f->credit;
 	return true;
 }
 
@@ -418,7 +421,7 @@ void rdma_small_recv_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
 		why = "a rendezvous descriptor of the wrong length";
 	else if (f.type != XPI_FRAME_CREDIT && !xpi_engine_comm_valid(t->ctx, f.comm))
 		why = "a communicator id out of range";
-	else if (!take_reports(t, p, &f))
+	else if (!take_reports(t, peer, &f))
 		why = "it reports more than we sent";
 	else
 		why = NULL;
@@ -476,7 +479,7 @@ void rdma_small_send_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
 {
 	uint64_t low = wc->wr_id & ((1ull << 56) - 1);
 	uint32_t peer = (uint32_t)low, pos = (uint32_t)(low >> 32);
-	if (peer >= (uint32_t)t->ctx->size)
+	if (peer >= (uint32_t)t->npeers)
 		return;
 	struct rdma_peer *p = &t->peers[peer];
 	while (p->tx_count != 0) {
@@ -492,7 +495,7 @@ void rdma_small_send_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
 void rdma_small_flush(struct xpi_rdma_tl *t)
 {
 	if (t->nfins_total != 0)
-		for (int peer = 0; peer < t->ctx->size; peer++)
+		for (int peer = 0; peer < t->npeers; peer++)
 			if (t->peers[peer].nfins != 0 && !t->peers[peer].dead &&
 			    flush_fins(t, peer) < 0)
 				rdma_peer_failed(t, peer, -EIO,
@@ -500,13 +503,13 @@ void rdma_small_flush(struct xpi_rdma_tl *t)
 	if (!t->owed_any)
 		return;
 	t->owed_any = false;
-	for (int peer = 0; peer < t->ctx->size; peer++) {
+	for (int peer = 0; peer < t->npeers; peer++) {
 		struct rdma_peer *p = &t->peers[peer];
 		if (!p->up || p->dead || p->win_taken == p->win_told)
 			continue;
 		/* Half a window unreported: a CREDIT frame, outside the
 		 * window, before the peer has to wait for it. */
-		if (p->win_taken - p->win_told >= (t->window + 1) / 2) {
+		if (p->win_taken - p->win_told >= (p->granted + 1) / 2) {
 			struct xpi_frame f = { .type = XPI_FRAME_CREDIT };
 			if (post_frame(t, peer, &f, NULL, 0, false, 0) < 0)
 				t->owed_any = true; /* no room: next time */
@@ -514,6 +517,36 @@ void rdma_small_flush(struct xpi_rdma_tl *t)
 		/* Less is told with the next frame; it stays less until more
 		 * frames come, which look again. */
 	}
+}
+
+int rdma_small_fence(struct xpi_rdma_tl *t, int peer)
+{
+	struct rdma_peer *p = &t->peers[peer];
+	if (p->tx_count == XPI_RDMA_TX_RING)
+		return -EAGAIN;
+	/* Sends on a QP complete in order, and a read's answer comes after
+	 * the acknowledgements of what went before it: its completion says
+	 * the peer took them all. The word read lands in a scratch slot. */
+	uint32_t pos = (p->tx_head + p->tx_count) % XPI_RDMA_TX_RING;
+	struct ibv_sge sge = { (uintptr_t)&t->result[XPI_RDMA_ATOMIC_SLOTS], sizeof(uint64_t),
+			       t->result_mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = rdma_wr_id(RDMA_WR_SEND,
+						      (uint64_t)pos << 32 | (uint32_t)peer),
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_READ,
+				  .send_flags = IBV_SEND_SIGNALED,
+				  .wr.rdma = { .remote_addr = p->words_addr,
+					       .rkey = p->words_rkey } },
+			   *bad;
+	int rc = ibv_post_send(p->qp, &wr, &bad);
+	if (rc != 0)
+		return xpi_rdma_fail_pos(rc, "closing an endpoint", "ibv_post_send", t->dev.name,
+					 NULL);
+	p->tx_ring[pos] = NULL;
+	p->tx_count++;
+	p->tx_unsignaled = 0;
+	return 0;
 }
 
 void rdma_small_peer_lost(struct xpi_rdma_tl *t, int peer)

@@ -90,6 +90,9 @@ enum { RDMA_W_FREE = 0, RDMA_W_PENDING = 1, RDMA_W_CLAIMED = 2 };
  * most; fewer when many peers share it (rdma_setup.c). */
 #define XPI_RDMA_WINDOW 64u
 #define XPI_RDMA_WINDOW_MIN 4u
+/* The window of an endpoint's pair: each takes its own share of the SRQ,
+ * as many as the device's SRQ holds (rdma_ep.c). */
+#define XPI_RDMA_EP_WINDOW 32u
 /* Entries of the SRQ we aim for with few peers. */
 #define XPI_RDMA_SRQ_TARGET 256u
 /* Our small sends a QP can hold before their completions come back: a
@@ -121,6 +124,10 @@ enum { RDMA_W_FREE = 0, RDMA_W_PENDING = 1, RDMA_W_CLAIMED = 2 };
 /* Compare-and-swaps that may be outstanding at once: the one waited for
  * and those given up on whose completion has not come yet. */
 #define XPI_RDMA_ATOMIC_SLOTS 64u
+/* The result slots' bytes: one per compare-and-swap, then a scratch word
+ * for a closing endpoint's fence (rdma_small_fence), rounded up to the
+ * alignment. */
+#define XPI_RDMA_RESULT_LEN ((XPI_RDMA_ATOMIC_SLOTS + 8u) * sizeof(uint64_t))
 /* Descriptor bytes: addr 8, rkey 4, index 4, generation 4. */
 #define XPI_RDMA_DESC_LEN 20u
 
@@ -160,14 +167,22 @@ enum rdma_wire_state {
 
 struct rdma_peer {
 	struct ibv_qp *qp;
-	bool up;        /* both QPs connected (RW_UP): frames may go */
-	bool qp_ready;  /* ours is connected (RW_HALF or RW_UP): it may be read from */
-	bool dead;      /* its QP failed: everything with it fails */
-	uint8_t wstate; /* enum rdma_wire_state */
-	uint8_t owed;   /* a wire message the carrier had no room for (rdma_wire.c), or 0 */
-	bool in_todo;   /* listed in t->todo */
-	int wire_err;   /* the pair could not be made: reported from progress */
-	uint32_t psn;   /* our QP's first packet sequence number */
+	bool up;          /* both QPs connected (RW_UP): frames may go */
+	bool qp_ready;    /* ours is connected (RW_HALF or RW_UP): it may be read from */
+	bool dead;        /* its QP failed: everything with it fails */
+	uint8_t wstate;   /* enum rdma_wire_state */
+	uint8_t owed;     /* a wire message the carrier had no room for (rdma_wire.c), or 0 */
+	bool in_todo;     /* listed in t->todo */
+	int wire_err;     /* the pair could not be made: reported from progress */
+	uint32_t psn;     /* our QP's first packet sequence number */
+	uint32_t granted; /* the window we grant it: our SRQ's share for it */
+	/* An endpoint slot's pair (rdma_ep.c): our head sent, the peer's
+	 * heard (and whether it could take a pair), our SRQ share taken for
+	 * it, and how its release stands. */
+	bool head_sent, head_heard, head_ok, ep_reserved;
+	bool releasing, fence_posted;
+	bool srq_share; /* connect_qp promised the SRQ its window */
+	int64_t release_deadline;
 	struct xpi_rdma_addr remote; /* its port (attach), and its QP once told */
 	uint64_t words_addr;
 	uint32_t words_rkey;
@@ -176,8 +191,6 @@ struct rdma_peer {
 	uint32_t window;       /* what it granted us (its SRQ's share for us) */
 	uint64_t win_sent;     /* window frames sent to it */
 	uint64_t win_returned; /* of them, reported taken by it */
-	uint64_t eager_sent;   /* eager credit spent with it (engine.h) */
-	uint64_t peer_credit;  /* eager credit it gave back */
 	/* Our sends on its QP, oldest first, whose completion has not come:
 	 * the pool buffer each was copied into (NULL: sent inline). */
 	struct xp_buf *tx_ring[XPI_RDMA_TX_RING];
@@ -222,6 +235,10 @@ struct xpi_rdma_tl {
 	struct ibv_cq *cq;
 	bool cq_armed; /* notification requested for the sleep */
 	struct rdma_peer *peers;
+	int npeers; /* entries of peers[]: the job's ranks, then endpoint slots */
+	/* Endpoints' pairs (rdma_ep.c): the window each is granted, how many
+	 * the SRQ has room for, and how many are made or being made. */
+	uint32_t ep_window, ep_budget, ep_pairs;
 	struct ibv_qp *self_qp; /* connected to itself: the sender's own atomics */
 	struct xpi_rdma_cm *cm; /* XP_RDMA_CM: the connections' (rdma_cm.h), or NULL */
 	uint32_t max_inline;    /* what the device granted our QPs */
@@ -241,9 +258,10 @@ struct xpi_rdma_tl {
 	/* The shared receive queue: per entry (slot) a header and a pool
 	 * buffer. */
 	struct ibv_srq *srq;
-	uint32_t srq_depth;    /* entries it may hold: every wanted peer's window */
-	uint32_t srq_filled;   /* entries given a buffer, slots [0, srq_filled) */
-	uint32_t srq_promised; /* what the windows of the pairs made need */
+	uint32_t srq_depth;     /* entries it may hold: every wanted peer's window */
+	uint32_t srq_depth_job; /* of them, for the job's peers (the rest: endpoints') */
+	uint32_t srq_filled;    /* entries given a buffer, slots [0, srq_filled) */
+	uint32_t srq_promised;  /* what the windows of the pairs made need */
 	uint8_t *rx_hdrs;
 	struct ibv_mr *rx_hdrs_mr;
 	struct xp_buf **rx_bufs;
@@ -337,6 +355,18 @@ void rdma_qpn_add(struct xpi_rdma_tl *t, int peer);
 /* Grows the CQ, if it must, to hold the completions of @nqps QPs' send
  * queues, the self QP's and the SRQ's. 0 or a negative code. */
 int rdma_cq_fit(struct xpi_rdma_tl *t, int nqps);
+
+/* rdma_ep.c */
+/* The lane of endpoints (ep.h): registers it with the core. */
+void rdma_ep_attach(struct xpi_rdma_tl *t);
+/* A head (rdma_wire.c's kind 3) came from endpoint slot @peer. */
+void rdma_ep_take_head(struct xpi_rdma_tl *t, int peer, const uint8_t *data, size_t len);
+/* rdma_wire.c: removes @peer's QP from t->qpns. */
+void rdma_qpn_remove(struct xpi_rdma_tl *t, int peer);
+/* rdma_small.c: posts a signalled read of one word of @peer's behind our
+ * sends to it, so that its completion retires them all (rdma_ep.c's
+ * release). 0, -EAGAIN (no room), or the failed post's code. */
+int rdma_small_fence(struct xpi_rdma_tl *t, int peer);
 
 /* rdma_bulk.c: the transport's side of losing @peer: its QP failed (@why
  * says how, for the engine) or another lane lost it (@why NULL). */

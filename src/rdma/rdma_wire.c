@@ -26,7 +26,8 @@
  *
  * Wire format of both, 12 bytes, little-endian: u8 kind (1 ASK, 2 CONN),
  * u8 version (1), u16 zero, u32 QP number, u32 first packet sequence
- * number (both 24 bits).
+ * number (both 24 bits). An endpoint's pair is agreed first by a third
+ * kind (3, a head: rdma_ep.c), as a job's is through the bootstrap.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -38,7 +39,7 @@
 #include "../select/card.h"
 #include "rdma_tl.h"
 
-enum { WIRE_ASK = 1, WIRE_CONN = 2 };
+enum { WIRE_ASK = 1, WIRE_CONN = 2, WIRE_HEAD = 3 };
 #define WIRE_VERSION 1u
 #define WIRE_LEN 12u
 
@@ -126,7 +127,8 @@ static int connect_qp(struct xpi_rdma_tl *t, int peer, uint32_t qpn, uint32_t ps
 	p->remote.qpn = qpn;
 	p->remote.psn = psn;
 	int rc = rdma_cq_fit(t, t->nqpns + 1);
-	t->srq_promised += t->window + 2;
+	t->srq_promised += p->granted + 2;
+	p->srq_share = true;
 	if (rc == 0 && t->srq_promised > t->srq_filled)
 		rc = rdma_small_grow(t, t->srq_promised - t->srq_filled);
 	if (rc == -ENOBUFS)
@@ -204,6 +206,10 @@ void rdma_wire_take(void *tl, int peer, const uint8_t *data, size_t len)
 	struct rdma_peer *p = &t->peers[peer];
 	if (p->dead)
 		return;
+	if (len >= 1 && data[0] == WIRE_HEAD) {
+		rdma_ep_take_head(t, peer, data, len);
+		return;
+	}
 	if (len != WIRE_LEN || data[1] != WIRE_VERSION || data[2] != 0 || data[3] != 0) {
 		broken(t, peer, "malformed");
 		return;
@@ -276,6 +282,17 @@ void rdma_wire_progress(struct xpi_rdma_tl *t)
 		if (p->wire_err != 0)
 			failed_to_make(t, peer, p->wire_err);
 	}
+}
+
+void rdma_qpn_remove(struct xpi_rdma_tl *t, int peer)
+{
+	for (int i = 0; i < t->nqpns; i++)
+		if (t->qpns[i].peer == peer) {
+			memmove(&t->qpns[i], &t->qpns[i + 1],
+				(size_t)(t->nqpns - i - 1) * sizeof(t->qpns[0]));
+			t->nqpns--;
+			return;
+		}
 }
 
 void rdma_qpn_add(struct xpi_rdma_tl *t, int peer)

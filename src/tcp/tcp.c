@@ -148,8 +148,9 @@ static int tcp_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, cons
 	if (xpi_unlikely(c == NULL || c->wstate != TW_READY || c->dead))
 		return conn_need(t, peer); /* the first message to it, or lost */
 	uint64_t cost = xpi_eager_cost(h->len);
+	struct xpi_peer *p = &t->ctx->peers[peer];
 	if (h->len > XPI_TCP_EAGER_SEND_MAX ||
-	    c->eager_sent + cost - c->peer_credit > t->credit_per_peer)
+	    p->eager_sent + cost - p->eager_granted > t->credit_per_peer)
 		return -ENOBUFS; /* too long, or no credit with the receiver: rendezvous */
 	struct xpi_frame f = {
 		.type = XPI_FRAME_EAGER,
@@ -162,7 +163,7 @@ static int tcp_send_eager(void *tlp, int peer, const struct xpi_msg_hdr *h, cons
 	int rc = tcp_ctl_queue(c, &f, data);
 	if (rc < 0)
 		return rc;
-	c->eager_sent += cost;
+	p->eager_sent += cost;
 	tcp_ctl_flush(c);
 	io_uring_submit(&t->ring);
 	return 0;

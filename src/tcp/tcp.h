@@ -172,8 +172,6 @@ struct tcp_conn {
 	 * queued meanwhile wait for that call (tcp_ctl_release_holds) and go
 	 * together, as they would behind a send in flight. */
 	bool tx_held;
-	uint64_t eager_sent;      /* eager cost sent to the peer */
-	uint64_t peer_credit;     /* the peer's last word on what it consumed */
 	uint64_t credit_told;     /* what we last told the peer we consumed */
 	uint64_t next_id;         /* rendezvous ids of our sends */
 	struct xpi_dlink rts_out; /* our sends announced and not yet asked for */

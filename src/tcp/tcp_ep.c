@@ -236,7 +236,7 @@ static int ep_state(void *tlp, int slot)
  */
 static void say_goodbye(struct xpi_tcp *t, struct tcp_conn *c)
 {
-	struct xpi_frame f = { .type = XPI_FRAME_BYE };
+	struct xpi_frame f = { .type = XPI_FRAME_BYE, .id = t->ctx->peers[c->peer].send_seq };
 	if (tcp_ctl_queue(c, &f, NULL) == 0)
 		tcp_ctl_flush(c);
 	io_uring_submit(&t->ring);
@@ -348,8 +348,9 @@ void tcp_ep_progress(struct xpi_tcp *t)
 			tcp_wire_peer_lost(t, c);
 			tcp_conn_shut(t, c);
 		}
-		/* After the shutdown the kernel ends what it holds soon. */
-		if (!kernel_done(c))
+		/* After the shutdown the kernel ends what it holds soon; a
+		 * lane that serves the slot lets go of it (ep.h). */
+		if (!kernel_done(c) || xpi_ep_lanes_release(t->ctx, p) != 0)
 			continue;
 		t->nclosing--;
 		conn_free(t, c);

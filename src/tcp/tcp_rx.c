@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "../core/ep.h"
 #include "../core/log.h"
 #include "tcp.h"
 
@@ -155,8 +156,9 @@ static void sideband(struct tcp_conn *c, const uint8_t *payload)
 /* A frame header is complete. Returns false if the connection failed. */
 static bool got_header(struct tcp_conn *c, const struct xpi_frame *f)
 {
-	if (f->credit > c->peer_credit)
-		c->peer_credit = f->credit;
+	struct xpi_peer *p = &c->tcp->ctx->peers[c->peer];
+	if (f->credit > p->eager_granted)
+		p->eager_granted = f->credit;
 	switch (f->type) {
 	case XPI_FRAME_EAGER:
 	case XPI_FRAME_RTS:
@@ -187,6 +189,10 @@ static bool got_header(struct tcp_conn *c, const struct xpi_frame *f)
 		break;
 	case XPI_FRAME_BYE:
 		c->bye = true;
+		/* An endpoint's says how many messages it sent in all: its
+		 * end waits for those still on another lane. */
+		if (c->ep != NULL)
+			xpi_ep_bye(c->tcp->ctx, c->peer, (uint32_t)f->id);
 		break;
 	default: /* DATA belongs on the bulk channel */
 		protocol_error(c, "bulk data on the control channel");

@@ -297,6 +297,8 @@ static int tcp_add(struct xpi_tcp *t)
 
 int xpi_tcp_open(xp_context_t *ctx, const struct sockaddr_storage *where)
 {
+	if (ctx->ep_ops != NULL)
+		return 0; /* the job's, which makes its endpoints too */
 	struct xpi_tcp *t;
 	int rc = tcp_create(ctx, &t);
 	if (rc < 0)
@@ -408,7 +410,9 @@ void tcp_setup_destroy(struct xpi_tcp *t)
 	for (int p = 0; t->conns != NULL && p < t->nconn; p++) {
 		struct tcp_conn *c = t->conns[p];
 		if (c != NULL && c->fd_ctl >= 0 && !c->dead && c->tx_buf != NULL) {
-			struct xpi_frame f = { .type = XPI_FRAME_BYE };
+			/* An endpoint's peer waits for this many messages. */
+			struct xpi_frame f = { .type = XPI_FRAME_BYE,
+					       .id = t->ctx->peers[p].send_seq };
 			if (tcp_ctl_queue(c, &f, NULL) == 0)
 				tcp_ctl_flush(c);
 		}

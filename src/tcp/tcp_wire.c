@@ -260,6 +260,8 @@ static void pair_ready(struct xpi_tcp *t, struct tcp_conn *c)
 			return;
 		}
 	}
+	if (c->ep != NULL)
+		xpi_ep_pair_made(t->ctx, c->peer); /* its lanes offered */
 	if (xpi_debug_on("transport"))
 		xpi_log(XPI_LOG_INFO, "rank %d: tcp to rank %d connected, %.3f ms after first need",
 			t->ctx->rank, c->peer, (double)(now_ns() - c->w_started) / 1e6);

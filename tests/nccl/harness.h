@@ -87,6 +87,8 @@ int h_log_count(void);
 /* The first warning logged since line @from whose text holds @sub, or
  * NULL. */
 const struct h_line *h_log_find(int from, const char *sub);
+/* The same among lines of any level. */
+const struct h_line *h_log_find_any(int from, const char *sub);
 /* Every line, on stderr (when a check fails, or with XPN_HARNESS_VERBOSE). */
 void h_log_dump(void);
 

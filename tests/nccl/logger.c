@@ -41,15 +41,26 @@ int h_log_count(void)
 	return n;
 }
 
-const struct h_line *h_log_find(int from, const char *sub)
+static const struct h_line *find(int from, const char *sub, bool warnings)
 {
 	const struct h_line *found = NULL;
 	pthread_mutex_lock(&lock);
 	for (int i = from; i < nlines && found == NULL; i++)
-		if (lines[i].level == XNCCL_LOG_WARN && strstr(lines[i].text, sub) != NULL)
+		if ((!warnings || lines[i].level == XNCCL_LOG_WARN) &&
+		    strstr(lines[i].text, sub) != NULL)
 			found = &lines[i];
 	pthread_mutex_unlock(&lock);
 	return found;
+}
+
+const struct h_line *h_log_find(int from, const char *sub)
+{
+	return find(from, sub, true);
+}
+
+const struct h_line *h_log_find_any(int from, const char *sub)
+{
+	return find(from, sub, false);
 }
 
 void h_log_dump(void)

@@ -119,6 +119,20 @@ static void start(struct h_net *n, struct h_peer *p, void **lc, void **sc, void 
 	h_peer_send(p, mine, sizeof(mine));
 	h_peer_recv(p, theirs, sizeof(theirs), PIPE_S);
 	h_net_connect_pair(n, *lc, theirs, sc, rc, CONNECT_S);
+	/* The transport both comms moved to: XP_TEST_EP_LANE's where the test
+	 * asks for one (the suite rdma), else tcp on a host without an RDMA
+	 * device (with one, either may: not checked). */
+	const char *lane = getenv("XP_TEST_EP_LANE");
+	if (lane == NULL && access("/sys/class/infiniband", F_OK) == 0)
+		return;
+	char want[64];
+	snprintf(want, sizeof(want), "connected over %s (payloads %s)", lane ? lane : "tcp",
+		 lane ? lane : "tcp");
+	for (int k = 0; k < 2; k++) {
+		const char *kind = k == 0 ? "send comm" : "receive comm";
+		const struct h_line *l = h_log_find_any(0, kind);
+		H_CHECK(l != NULL && strstr(l->text, want) != NULL);
+	}
 }
 
 static void finish(struct h_net *n, void *lc, void *sc, void *rc)
