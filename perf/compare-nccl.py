@@ -2,14 +2,16 @@
 # SPDX-License-Identifier: MIT
 """The NCCL plugin beside xport's own point-to-point, in one run (issue 27).
 
-    /usr/bin/python3 perf/compare-nccl.py [BUILD] [--rounds N]
+    /usr/bin/python3 perf/compare-nccl.py [BUILD] [--rounds N] [--transport tcp|rdma]
 
-Three ways of moving the same messages between two processes of this host
-over TCP, round by round in an order that rotates, so that the machine's
-drift hits all alike:
+Four ways of moving the same messages between two processes of this host
+over one transport (XP_TRANSPORTS=tcp; rdma: XP_TRANSPORTS=rdma,tcp, both
+lanes on RDMA with TCP watching, endpoints moved to RDMA once connected),
+round by round in an order that rotates, so that the machine's drift hits
+all alike:
 
-  p2p       xport-perf between the two ranks of a job (xprun -n 2,
-            XP_TRANSPORTS=tcp): the job's pair
+  p2p       xport-perf between the two ranks of a job (xprun -n 2): the
+            job's pair
   endpoint  the same, over an endpoint the two ranks make (--endpoints):
             xp_connect's path, without the plugin
   one-way   the same over two endpoints, one per direction (--one-way), as
@@ -50,19 +52,23 @@ def run(cmd, env):
     return [r for r in rows if r.get("type") != "run"]
 
 
-def xport_perf_cmds(build, how):
-    base = [f"{build}/tools/xprun", "-n", "2", f"{build}/perf/xport-perf", "--json",
-            "--transport", "tcp"] + how
+def xport_perf_cmds(build, how, transport):
+    # --transport names inproc, shm and tcp only: rdma comes of XP_TRANSPORTS.
+    base = [f"{build}/tools/xprun", "-n", "2", f"{build}/perf/xport-perf", "--json"] + \
+        (["--transport", "tcp"] if transport == "tcp" else []) + how
     return [base + ["lat", "--sizes", "8"],
             base + ["bw", "--sizes", "1m", "--window", str(WINDOW[1 << 20])],
             base + ["bw", "--sizes", "64m", "--window", str(WINDOW[64 << 20])]]
 
 
-def figures(rows):
+def figures(rows, transport):
     got = {}
     for name, test, size, key, _ in ROWS:
         for r in rows:
             if r.get("test") == test and r.get("size") == size and r.get(key) is not None:
+                # A row over another transport than asked is no figure of it.
+                if not str(r.get("transport", transport)).startswith(transport):
+                    sys.exit(f"a row went over {r.get('transport')}, not {transport}: {r}")
                 got[name] = r[key]
     return got
 
@@ -71,17 +77,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build", nargs="?", default="build")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--transport", choices=["tcp", "rdma"], default="tcp")
     a = ap.parse_args()
-    env = dict(os.environ, XP_TRANSPORTS="tcp", XP_THREAD_MODE="multi")
+    transports = "tcp" if a.transport == "tcp" else "rdma,tcp"
+    env = dict(os.environ, XP_TRANSPORTS=transports, XP_THREAD_MODE="multi")
     plugin = [f"{a.build}/perf/xport-nccl-perf", "--json",
               f"{a.build}/src/nccl/libnccl-net-xport.so"]
-    ways = {"p2p": xport_perf_cmds(a.build, []),
-            "endpoint": xport_perf_cmds(a.build, ["--endpoints"]),
-            "one-way": xport_perf_cmds(a.build, ["--one-way"]),
+    ways = {"p2p": xport_perf_cmds(a.build, [], a.transport),
+            "endpoint": xport_perf_cmds(a.build, ["--endpoints"], a.transport),
+            "one-way": xport_perf_cmds(a.build, ["--one-way"], a.transport),
             "plugin": [plugin]}
     for way, cmds in ways.items():
         for c in cmds:
-            print(f"# {way}: XP_TRANSPORTS=tcp XP_THREAD_MODE=multi {' '.join(c)}")
+            print(f"# {way}: XP_TRANSPORTS={transports} XP_THREAD_MODE=multi {' '.join(c)}")
     order = list(ways)
     res = {w: [] for w in ways}
     for rnd in range(a.rounds):
@@ -89,7 +97,7 @@ def main():
             rows = []
             for c in ways[way]:
                 rows += run(c, env)
-            res[way].append(figures(rows))
+            res[way].append(figures(rows, a.transport))
         print(f"# round {rnd + 1}/{a.rounds} done", file=sys.stderr)
     def paired(way, base, name):
         return statistics.median(res[way][i][name] / res[base][i][name] for i in range(a.rounds))

@@ -79,12 +79,27 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* What carries the send comm, as the plugin logs it ("connected over
+ * rdma"): the rows' transport. */
+static char route[16] = "tcp";
+
 static void logger(enum xnccl_log_level level, unsigned long flags, const char *file, int line,
 		   const char *fmt, ...)
 {
+	va_list ap;
+	if (level == XNCCL_LOG_INFO) {
+		char text[256];
+		va_start(ap, fmt);
+		vsnprintf(text, sizeof(text), fmt, ap);
+		va_end(ap);
+		const char *over = strstr(text, "send comm");
+		over = over != NULL ? strstr(over, "connected over ") : NULL;
+		if (over != NULL)
+			sscanf(over + strlen("connected over "), "%15[a-z]", route);
+		return;
+	}
 	if (level != XNCCL_LOG_WARN)
 		return;
-	va_list ap;
 	va_start(ap, fmt);
 	fprintf(stderr, "%s:%d ", file, line);
 	vfprintf(stderr, fmt, ap);
@@ -223,10 +238,10 @@ static void print_row(const struct opts *o, const struct row *r)
 		       f[0], f[1], f[2], f[3], f[4], f[5]);
 		return;
 	}
-	printf("{\"test\":\"%s\",\"transport\":\"tcp\",\"protocol\":\"nccl_net_v12\","
+	printf("{\"test\":\"%s\",\"transport\":\"%s\",\"protocol\":\"nccl_net_v12\","
 	       "\"size\":%zu,\"iters\":%ld,\"lat_us_avg\":%s,\"lat_us_min\":%s,"
 	       "\"lat_us_p50\":%s,\"lat_us_p99\":%s,\"bw_MBps\":%s,\"Mmsg_per_s\":%s",
-	       r->test, r->size, r->iters, f[0], f[1], f[2], f[3], f[4], f[5]);
+	       r->test, route, r->size, r->iters, f[0], f[1], f[2], f[3], f[4], f[5]);
 	if (r->window > 0)
 		printf(",\"window\":%d,\"msgs_per_round\":%d,\"recv_buffers\":%d}\n", r->window,
 		       r->group, r->window * r->group);

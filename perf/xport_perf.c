@@ -355,12 +355,12 @@ static void usage(FILE *f)
 		"               cache); default: each into its own, as an application's would\n"
 		"  --endpoints  point-to-point tests between processes: over an endpoint the\n"
 		"               two ranks make (rank 0 listens, rank 1 connects: xp_listen,\n"
-		"               xp_connect; TCP), not over their job's pair; transport\n"
-		"               tcp-endpoint\n"
+		"               xp_connect), not over their job's pair; transport\n"
+		"               tcp-endpoint, or rdma-endpoint where it moved to RDMA\n"
 		"  --one-way    --endpoints, one endpoint per direction, as NCCL's send and\n"
 		"               receive comms are: each rank connects to the other, sends on\n"
 		"               the endpoint it connected, receives on the one it accepted\n"
-		"               (transport tcp-endpoint-1way)\n"
+		"               (transport tcp-endpoint-1way, rdma-endpoint-1way)\n"
 		"  --progress   a line on stderr per size (the default when stderr is a\n"
 		"               terminal, or under xprun when xprun's is: XPRUN_STDERR_TTY=1)\n"
 		"  --version    print the version and exit\n"
@@ -830,10 +830,12 @@ static void stats_after(struct rank_state *rs, const char *test, size_t size, st
 	XP_CHECK(0, xp_route_get(rs->ctx, rs->peer, size, &route));
 	const char *counted = eager != 0 && rndv != 0 ? "mixed" : rndv != 0 ? "rndv" : "eager";
 	/* "tcp/rdma": messages over tcp, rendezvous payloads over rdma. An
-	 * endpoint's are TCP's: the route (of the ranks' pair) is not its. */
+	 * endpoint's are its own route's: "rdma-endpoint" once it moved. */
 	if (rs->ep != NULL) {
-		snprintf(rs->lanes, sizeof(rs->lanes), "%s",
-			 rs->ep_rx != rs->ep ? "tcp-endpoint-1way" : "tcp-endpoint");
+		xp_route_t er;
+		XP_CHECK(0, xp_ep_route(rs->ep, size, &er));
+		snprintf(rs->lanes, sizeof(rs->lanes), "%s-endpoint%s", er.transport,
+			 rs->ep_rx != rs->ep ? "-1way" : "");
 		r->transport = rs->lanes;
 		r->protocol = counted;
 		r->route_protocol = NULL;
