@@ -522,9 +522,10 @@ int main(int argc, char **argv)
 		_exit(0);
 	}
 	struct side s = { .in = up[0], .out = down[1], .rank = 0 };
+	/* The rows say what carried them (route); not known before. */
 	if (o.json)
 		printf("{\"type\":\"run\",\"system\":\"xport\",\"tool\":\"xport-nccl-perf\","
-		       "\"version\":\"%s\",\"command\":\"xport-nccl-perf\",\"transport\":\"tcp\","
+		       "\"version\":\"%s\",\"command\":\"xport-nccl-perf\",\"transport\":\"nccl-plugin\","
 		       "\"launcher\":null}\n",
 		       XPORT_VERSION_STRING);
 	else

@@ -724,6 +724,13 @@ static void exec_send(xp_context_t *ctx, xp_request_t *r)
 	}
 	if (!xpi_dlist_empty(&peer->pending) || try_send(ctx, r) == -EAGAIN) {
 		xpi_dlist_push_tail(&peer->pending, &r->pending_link);
+		/* The peers retry_pending looks at: a range, so a context of a
+		 * thousand endpoint slots does not visit them all. */
+		int i = r->peer;
+		if (ctx->npending == 0 || i < ctx->pend_lo)
+			ctx->pend_lo = i;
+		if (ctx->npending == 0 || i > ctx->pend_hi)
+			ctx->pend_hi = i;
 		ctx->npending++;
 	}
 }
@@ -731,7 +738,8 @@ static void exec_send(xp_context_t *ctx, xp_request_t *r)
 int xpi_engine_retry_pending(xp_context_t *ctx)
 {
 	int n = 0;
-	for (int i = 0; i < ctx->npeers && ctx->npending != 0; i++) {
+	int hi = ctx->pend_hi;
+	for (int i = ctx->pend_lo; i <= hi && ctx->npending != 0; i++) {
 		struct xpi_peer *peer = &ctx->peers[i];
 		while (!xpi_dlist_empty(&peer->pending)) {
 			xp_request_t *r =

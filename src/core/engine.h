@@ -336,6 +336,7 @@ struct xp_context {
 	struct xpi_match match; /* owner */
 	struct xpi_peer *peers; /* owner */
 	uint32_t npending;      /* owner: sends in peers' pending lists */
+	int pend_lo, pend_hi;   /* owner: while npending != 0, their peers are in [lo, hi] */
 	int nfailed;            /* owner: peers lost (xpi_engine_peer_failed) */
 	uint64_t nlost_ops;     /* owner: operations failed by a lost peer, so far */
 	/* owner: receives whose message was withdrawn after they took it,

@@ -676,6 +676,7 @@ static void rdma_destroy(void *tlp)
 	free(t->backlog);
 	free(t->qpns);
 	free(t->todo);
+	free(t->attn);
 	free(t->peers);
 	xpi_rdma_dev_close(&t->dev);
 	free(t);

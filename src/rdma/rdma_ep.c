@@ -147,7 +147,7 @@ static int ep_release(void *tl, int slot)
 {
 	struct xpi_rdma_tl *t = tl;
 	struct rdma_peer *p = &t->peers[slot];
-	if (!p->head_sent && !p->head_heard && p->qp == NULL && !p->in_todo) {
+	if (!p->head_sent && !p->head_heard && p->qp == NULL && !p->in_todo && !p->in_attn) {
 		memset(p, 0, sizeof(*p)); /* never served it */
 		return 0;
 	}
@@ -179,6 +179,9 @@ static int ep_release(void *tl, int slot)
 	for (int i = 0; p->in_todo && i < t->ntodo; i++)
 		if (t->todo[i] == slot)
 			t->todo[i] = t->todo[--t->ntodo];
+	for (int i = 0; p->in_attn && i < t->nattn; i++)
+		if (t->attn[i] == slot)
+			t->attn[i] = t->attn[--t->nattn];
 	t->nfins_total -= p->nfins;
 	free(p->fins);
 	memset(p, 0, sizeof(*p));

@@ -433,9 +433,11 @@ static int tl_new(xp_context_t *ctx, struct xpi_rdma_tl **out)
 	xpi_dlist_init(&t->fetches);
 	t->peers = calloc((size_t)t->npeers, sizeof(*t->peers));
 	t->todo = calloc((size_t)t->npeers, sizeof(*t->todo));
-	if (t->peers == NULL || t->todo == NULL) {
+	t->attn = calloc((size_t)t->npeers, sizeof(*t->attn));
+	if (t->peers == NULL || t->todo == NULL || t->attn == NULL) {
 		free(t->peers);
 		free(t->todo);
+		free(t->attn);
 		free(t);
 		return -ENOMEM;
 	}

@@ -218,6 +218,16 @@ static int post_frame(struct xpi_rdma_tl *t, int peer, struct xpi_frame *f, cons
 	return 0;
 }
 
+/* @peer needs rdma_small_flush's look: owed a report, or FINs waiting. */
+static void attend(struct xpi_rdma_tl *t, int peer)
+{
+	struct rdma_peer *p = &t->peers[peer];
+	if (!p->in_attn) {
+		p->in_attn = true;
+		t->attn[t->nattn++] = peer;
+	}
+}
+
 static bool window_open(const struct rdma_peer *p)
 {
 	return p->win_sent - p->win_returned < p->window;
@@ -258,6 +268,8 @@ int rdma_send_fin(struct xpi_rdma_tl *t, int peer, uint32_t idx, bool failed)
 	p->fins[p->nfins++] = idx | (failed ? XPI_RDMA_FIN_FAILED : 0);
 	t->nfins_total++;
 	int rc = flush_fins(t, peer);
+	if (p->nfins != 0)
+		attend(t, peer);
 	if (rc < 0)
 		rdma_peer_failed(t, peer, rc, "could not be sent the end of a rendezvous");
 	return rc;
@@ -431,7 +443,7 @@ void rdma_small_recv_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
 	}
 	if (f.type != XPI_FRAME_CREDIT || fin) {
 		p->win_taken++;
-		t->owed_any = true;
+		attend(t, peer);
 	}
 	struct xp_buf *b = t->rx_bufs[slot];
 	if (fin) {
@@ -494,28 +506,31 @@ void rdma_small_send_done(struct xpi_rdma_tl *t, const struct ibv_wc *wc)
 
 void rdma_small_flush(struct xpi_rdma_tl *t)
 {
-	if (t->nfins_total != 0)
-		for (int peer = 0; peer < t->npeers; peer++)
-			if (t->peers[peer].nfins != 0 && !t->peers[peer].dead &&
-			    flush_fins(t, peer) < 0)
-				rdma_peer_failed(t, peer, -EIO,
-						 "could not be sent the end of a rendezvous");
-	if (!t->owed_any)
-		return;
-	t->owed_any = false;
-	for (int peer = 0; peer < t->npeers; peer++) {
+	/* From the top down, each taken out as it is handled: a peer listed
+	 * again meanwhile goes to the end, for the next progress. */
+	for (int i = t->nattn - 1; i >= 0; i--) {
+		int peer = t->attn[i];
+		t->attn[i] = t->attn[--t->nattn];
 		struct rdma_peer *p = &t->peers[peer];
-		if (!p->up || p->dead || p->win_taken == p->win_told)
+		p->in_attn = false;
+		if (p->dead)
 			continue;
+		if (p->nfins != 0 && flush_fins(t, peer) < 0) {
+			rdma_peer_failed(t, peer, -EIO,
+					 "could not be sent the end of a rendezvous");
+			continue;
+		}
+		if (p->nfins != 0)
+			attend(t, peer); /* its window is full: next time */
 		/* Half a window unreported: a CREDIT frame, outside the
-		 * window, before the peer has to wait for it. */
-		if (p->win_taken - p->win_told >= (p->granted + 1) / 2) {
+		 * window, before the peer has to wait for it. Less is told
+		 * with the next frame; it stays less until more frames come,
+		 * which list the peer again. */
+		if (p->up && p->win_taken - p->win_told >= (p->granted + 1) / 2) {
 			struct xpi_frame f = { .type = XPI_FRAME_CREDIT };
 			if (post_frame(t, peer, &f, NULL, 0, false, 0) < 0)
-				t->owed_any = true; /* no room: next time */
+				attend(t, peer); /* no room: next time */
 		}
-		/* Less is told with the next frame; it stays less until more
-		 * frames come, which look again. */
 	}
 }
 

@@ -173,6 +173,7 @@ struct rdma_peer {
 	uint8_t wstate;   /* enum rdma_wire_state */
 	uint8_t owed;     /* a wire message the carrier had no room for (rdma_wire.c), or 0 */
 	bool in_todo;     /* listed in t->todo */
+	bool in_attn;     /* listed in t->attn */
 	int wire_err;     /* the pair could not be made: reported from progress */
 	uint32_t psn;     /* our QP's first packet sequence number */
 	uint32_t granted; /* the window we grant it: our SRQ's share for it */
@@ -272,7 +273,12 @@ struct xpi_rdma_tl {
 	 * into a pool buffer; eager payloads received lent to the engine
 	 * (zero copy) or copied. */
 	uint64_t st_tx_inline, st_tx_copied, st_rx_lent, st_rx_copied;
-	bool owed_any; /* a peer may be owed a report of its window */
+	/* Peers that may be owed a report of their window, or have FINs
+	 * waiting for window: what each progress looks at (rdma_small_flush),
+	 * so its cost follows the peers that talk, not npeers (an xp_open
+	 * context has a thousand slots). */
+	int *attn;
+	int nattn;
 
 	/* This rank's state words, and where claims and withdrawals put the
 	 * value they found: a slot each (XPI_RDMA_ATOMIC_SLOTS), held until
