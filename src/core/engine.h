@@ -459,6 +459,10 @@ struct xp_context {
 	int nep_lanes;
 };
 
+/* What serves a message of @size bytes to @peer (a rank or an endpoint
+ * slot): xp_route_get's and xp_ep_route's answer (oob.c). */
+void xpi_route_of(const xp_context_t *ctx, int peer, size_t size, xp_route_t *route);
+
 /* --- context --- */
 int xpi_context_create(int rank, int size, const struct xpi_config *cfg, xp_context_t **out);
 /* Drops what is still queued (before the transports go). */

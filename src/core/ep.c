@@ -366,13 +366,7 @@ XPI_EXPORT int xp_ep_route(xp_ep_t *ep, size_t size, xp_route_t *route)
 	xp_context_t *ctx = ep->ctx;
 	/* The lanes change once (xp_ep_ready): read them as the owner. */
 	token_take(ctx);
-	const struct xpi_peer *p = &ctx->peers[ep->slot];
-	*route = (xp_route_t){
-		.transport = ctx->tls[p->tl_small].ops->name,
-		.protocol = size < p->rndv_threshold ? "eager" : "rndv",
-		.rndv_threshold = p->rndv_threshold,
-		.payloads = ctx->tls[p->tl_bulk].ops->name,
-	};
+	xpi_route_of(ctx, ep->slot, size, route);
 	xpi_owner_release(ctx);
 	return 0;
 }

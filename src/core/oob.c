@@ -26,6 +26,17 @@ XPI_EXPORT int xp_oob_allgather(xp_context_t *ctx, const void *mine, size_t len,
 	return ctx->oob_allgather(ctx, mine, len, all);
 }
 
+void xpi_route_of(const xp_context_t *ctx, int peer, size_t size, xp_route_t *route)
+{
+	const struct xpi_peer *p = &ctx->peers[peer];
+	*route = (xp_route_t){
+		.transport = ctx->tls[p->tl_small].ops->name,
+		.protocol = size < p->rndv_threshold ? "eager" : "rndv",
+		.rndv_threshold = p->rndv_threshold,
+		.payloads = ctx->tls[p->tl_bulk].ops->name,
+	};
+}
+
 XPI_EXPORT int xp_route_get(xp_context_t *ctx, int peer, size_t size, xp_route_t *route)
 {
 	if (ctx == NULL || route == NULL)
@@ -35,14 +46,8 @@ XPI_EXPORT int xp_route_get(xp_context_t *ctx, int peer, size_t size, xp_route_t
 		return xpi_fail(-EINVAL,
 				"rank %d: xp_route_get: rank %d is not one of the job's %d",
 				ctx->rank, peer, ctx->size);
-	/* Read without the owner token: these fields are set before the
+	/* Read without the owner token: a rank's lanes are set before the
 	 * context is handed to the program and never change after. */
-	const struct xpi_peer *p = &ctx->peers[peer];
-	*route = (xp_route_t){
-		.transport = ctx->tls[p->tl_small].ops->name,
-		.protocol = size < p->rndv_threshold ? "eager" : "rndv",
-		.rndv_threshold = p->rndv_threshold,
-		.payloads = ctx->tls[p->tl_bulk].ops->name,
-	};
+	xpi_route_of(ctx, peer, size, route);
 	return 0;
 }
